@@ -1,0 +1,139 @@
+// Command idemlog is the command-line tool of the idemlog log engine. Each
+// subcommand lives in its own file and registers itself in commands; the
+// work itself is done by library packages, so that tests and embedders get
+// the same behaviour as the command line.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// Exit statuses, following the usual convention: 2 means the command line
+// itself was wrong, so scripts can tell "bad invocation" from "bad data".
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+type command struct {
+	name    string
+	summary string
+	// run gets the arguments after the subcommand name and returns the
+	// exit status.
+	run func(args []string, stdout, stderr io.Writer) int
+}
+
+// commands is filled in init so that help, which lists commands, can be
+// reached from the commands themselves without an initialization cycle.
+var commands []command
+
+func init() {
+	commands = []command{
+		{"dump", "print the record batches of Kafka .log segment files", runDump},
+	}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "idemlog: missing command")
+		usage(stderr)
+		return exitUsage
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help":
+		usage(stdout)
+		return exitOK
+	case "help":
+		if len(args) > 1 {
+			// "idemlog help dump" is "idemlog dump --help".
+			return run([]string{args[1], "--help"}, stdout, stderr)
+		}
+		usage(stdout)
+		return exitOK
+	}
+	for _, c := range commands {
+		if c.name == name {
+			return c.run(args[1:], stdout, stderr)
+		}
+	}
+	if strings.HasPrefix(name, "-") {
+		fmt.Fprintf(stderr, "idemlog: unknown flag %s (flags follow the command)\n", name)
+	} else {
+		fmt.Fprintf(stderr, "idemlog: unknown command %q\n", name)
+	}
+	usage(stderr)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `Usage: idemlog <command> [flags] [args]
+
+idemlog is an embeddable Kafka-compatible log engine; this tool works on its
+files, which are Kafka log segments byte for byte.
+
+Commands:
+`)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, `
+Run 'idemlog <command> --help' for a command's flags.
+`)
+}
+
+// parseArgs parses flags that may come before or after the positional
+// arguments, as GNU tools allow, which Go's flag package alone does not:
+// it stops at the first non-flag. A "--" still ends flag parsing.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// printFlags lists fs's flags GNU-style (--name) for a usage message;
+// flag.PrintDefaults would show them with one dash.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		arg, help := flag.UnquoteUsage(f)
+		if arg != "" {
+			arg = " " + arg
+		}
+		fmt.Fprintf(w, "  --%s%s\n      %s", f.Name, arg, help)
+		if f.DefValue != "" && f.DefValue != "false" {
+			fmt.Fprintf(w, " (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
+	fmt.Fprint(w, "  -h, --help\n      show this help\n")
+}
+
+// newFlagSet returns a FlagSet that reports nothing itself: the caller
+// decides where usage goes (stdout for --help, stderr for mistakes).
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}

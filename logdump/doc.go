@@ -1,0 +1,34 @@
+// Package logdump decodes a Kafka log segment (a `.log` file) and prints
+// every record batch in it, the way Kafka's DumpLogSegments tool
+// (kafka-dump-log.sh) does.
+//
+// A segment has no file header and no index of its own: it is record batches
+// (magic 2) laid end to end, each framed by its baseOffset and batchLength.
+// Dumping therefore walks the file batch by batch: read the 17 bytes that hold
+// the framing and the magic, check that the length is possible, read the rest
+// of the batch, check its CRC and structure, and decode its records. The
+// reader keeps one buffer, grown to the largest batch met and never past
+// Options.MaxBatchSize, so a large segment streams in constant memory and a
+// lying length field costs no more memory than the bytes actually present.
+//
+// Damage comes in two kinds, and they are treated differently. A batch whose
+// framing is intact but whose contents are wrong (CRC mismatch, malformed
+// records, a stream that does not decompress) is reported with its file
+// position and the walk goes on, because the length field still says where
+// the next batch starts. A torn tail (fewer bytes than the framing or the
+// length promise), an impossible length, or a magic other than 2 leaves
+// nothing to trust about where the next batch would be, so the walk stops
+// there; this is also where Kafka's recovery would truncate the segment.
+// Either way Dump returns an error wrapping the batch package's sentinel
+// (batch.ErrCRC, batch.ErrTruncated, ...), after printing everything it
+// could.
+//
+// Two output formats are offered. The default text format follows
+// DumpLogSegments: a "baseOffset: ... isvalid: true" line per batch and a
+// "| offset: ..." line per record, framed by a "Dumping FILE" line and a
+// summary. The JSON format (Options.JSON) prints exactly one object per
+// batch per line, with a fixed set of fields in a fixed order, for scripts
+// and golden tests; keys, values and header values are base64 as
+// encoding/json writes []byte, with null for a null key or value and "" for
+// an empty one.
+package logdump
