@@ -1,0 +1,47 @@
+// Package partition is one partition's log: an ordered list of segments
+// (package segment) in `<dir>/<topic>-<partition>/`, with offsets, reads,
+// rolls, fsync policies, crash recovery and retention.
+//
+// # Appends
+//
+// Append validates a batch's framing and CRC, assigns it the next offsets,
+// and copies it once into the active segment with the base offset stamped
+// in the copy. Appends to one partition are serialized by one mutex held
+// for the copy only; the sync that an acknowledgement may wait for happens
+// outside it, shared by every appender waiting at the time (group commit).
+//
+// # What an acknowledgement promises
+//
+//	policy     acknowledged means                          high watermark
+//	never      in the page cache (survives a process       the log end
+//	           crash, not a power loss)
+//	interval   as never; synced within Interval            the log end
+//	bytes      as never; at most Bytes written since the   the log end
+//	           last sync (the appender crossing the mark
+//	           waits for the sync)
+//	always     on disk (fdatasync returned)                the log end, or with
+//	                                                       DurableVisibility the
+//	                                                       durable end
+//
+// With DurableVisibility, readers never see a batch that a power loss
+// could take back.
+//
+// # Reads
+//
+// Readers take no lock: they load the immutable segment list and the high
+// watermark from atomics, hold a reference on the segment they read, and
+// get whole batches that alias the mapping (Chunk). Retention can remove a
+// segment from the list while a reader holds it; the files are closed when
+// the last reference goes (reference counts rather than copies: a read is
+// zero-copy, and a reader pins at most one segment).
+//
+// # Recovery
+//
+// Close writes a clean-shutdown marker after syncing and trimming
+// everything; Open then trusts the files and reads only the tail of the
+// last segment. Without the marker, Open validates every batch from the
+// segment holding the checkpointed recovery point to the end, truncates at
+// the first torn or corrupt batch, drops later segments and rebuilds their
+// indexes. The recovery point advances with every sync and is checkpointed
+// on rolls, flushes and Close; a stale checkpoint only lengthens the scan.
+package partition

@@ -1,0 +1,421 @@
+package partition
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/errcode"
+	"github.com/idemlog/idemlog/segment"
+)
+
+// Sentinel errors.
+var (
+	// ErrOffsetOutOfRange: a read below the log start offset or above the
+	// high watermark.
+	ErrOffsetOutOfRange = errcode.New(errcode.OffsetOutOfRange, "offset out of range")
+	// ErrTooLarge: a batch that could never fit in a segment.
+	ErrTooLarge = errcode.New(errcode.RecordListTooLarge, "batch larger than a segment")
+	// ErrClosed: the log was closed.
+	ErrClosed = errcode.New(errcode.UnknownServerError, "log closed")
+	// ErrFailed: an earlier sync failed. After a failed fsync the kernel may
+	// have dropped the dirty pages, so nothing written since can be trusted
+	// to reach the disk by retrying; the log refuses appends until it is
+	// reopened and recovered.
+	ErrFailed = errcode.New(errcode.KafkaStorageError, "log failed")
+)
+
+// Options configure a partition log. Zero fields take Kafka's defaults.
+type Options struct {
+	Segment segment.Options
+	// MaxBatchSize is max.message.bytes.
+	MaxBatchSize int
+	Sync         SyncPolicy
+	// DurableVisibility, with SyncAlways, lets readers see only durable
+	// bytes: the high watermark moves after the sync, not after the write.
+	DurableVisibility bool
+	// RollAge is segment.ms: a segment whose first append is older than this
+	// (by batch timestamps) is rolled before the next append. 0: 7 days.
+	RollAge time.Duration
+	// RetentionAge is retention.ms (0: 7 days, < 0: off); RetentionBytes is
+	// retention.bytes (<= 0: off).
+	RetentionAge   time.Duration
+	RetentionBytes int64
+	// Now is the clock, for tests; nil means time.Now.
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxBatchSize <= 0 {
+		o.MaxBatchSize = batch.DefaultMaxBatchSize
+	}
+	if o.RollAge == 0 {
+		o.RollAge = 7 * 24 * time.Hour
+	}
+	if o.RetentionAge == 0 {
+		o.RetentionAge = 7 * 24 * time.Hour
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Segment.Mode == segment.WriteDefault {
+		// Measured (docs/PERFORMANCE.md): with a sync per append, pwrite
+		// beats stores through the mapping, whose pages are write-protected
+		// again by every writeback and fault on the next store; without,
+		// the mapping wins by skipping the syscall.
+		o.Segment.Mode = segment.WriteMmap
+		if o.Sync.Kind == SyncAlways {
+			o.Segment.Mode = segment.WritePwrite
+		}
+	}
+	return o
+}
+
+// Log is one partition: an ordered list of segments with one writer at a
+// time and any number of lock-free readers.
+type Log struct {
+	dir  string
+	opts Options
+
+	// mu serializes everything that changes the log: appends, rolls,
+	// retention, close. Readers never take it.
+	mu       sync.Mutex
+	active   *segRef
+	leo      int64 // next offset to assign
+	unsynced int64 // bytes appended since the last sync started (SyncBytes)
+	closed   bool
+	// unsealed are rolled segments the maintainer has not yet sealed; a
+	// group sync syncs them too. dirDirty: a segment file was created or
+	// renamed since the directory was last synced.
+	unsealed []*segRef
+	dirDirty bool
+	// prefaulted is how far the active segment was handed to the
+	// maintainer for prefaulting.
+	prefaulted int64
+
+	// segs is the immutable list of live segments, replaced (never edited)
+	// under mu; readers load it without a lock.
+	segs     atomic.Pointer[[]*segRef]
+	hw       atomic.Int64 // high watermark: readers see offsets below it
+	logStart atomic.Int64
+	failed   atomic.Bool
+	failErr  atomic.Pointer[error]
+	maint    maintainer
+
+	sync groupSync
+
+	// recoveryPoint: offsets below it are durable. Written after each sync,
+	// checkpointed to disk by flushes and Close.
+	recoveryPoint atomic.Int64
+
+	ckMu sync.Mutex // serializes checkpoint file writes
+
+	stop    chan struct{}
+	flusher sync.WaitGroup // the interval flusher
+	bg      sync.WaitGroup // the maintainer
+}
+
+// AppendResult is where an appended batch landed.
+type AppendResult struct {
+	BaseOffset int64
+	LastOffset int64
+}
+
+// Dir returns the partition directory.
+func (l *Log) Dir() string { return l.dir }
+
+// HighWatermark returns the offset below which readers see the log.
+func (l *Log) HighWatermark() int64 { return l.hw.Load() }
+
+// LogStartOffset returns the first offset still in the log.
+func (l *Log) LogStartOffset() int64 { return l.logStart.Load() }
+
+// LogEndOffset returns the next offset to assign.
+func (l *Log) LogEndOffset() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.leo
+}
+
+// RecoveryPoint returns the offset below which the log is known durable.
+func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint.Load() }
+
+// Append validates b (framing, CRC, size; the producer rules are the
+// caller's), assigns it the next offsets, copies it into the active segment
+// and returns once the sync policy's promise holds. b is not modified. On
+// error nothing was written.
+func (l *Log) Append(b []byte) (AppendResult, error) {
+	v, err := batch.Validate(b, l.opts.MaxBatchSize)
+	if err != nil {
+		return AppendResult{}, fmt.Errorf("cannot append: %w", err)
+	}
+	l.mu.Lock()
+	res, wait, err := l.appendLocked(v)
+	l.mu.Unlock()
+	if err != nil || !wait {
+		return res, err
+	}
+	if err := l.waitDurable(res.LastOffset + 1); err != nil {
+		return AppendResult{}, err
+	}
+	return res, nil
+}
+
+// appendLocked writes v under mu and reports whether the caller must wait
+// for a sync before acknowledging.
+func (l *Log) appendLocked(v batch.Batch) (res AppendResult, wait bool, err error) {
+	if l.closed {
+		return res, false, ErrClosed
+	}
+	if l.failed.Load() {
+		return res, false, fmt.Errorf("cannot append: %w: %w", ErrFailed, *l.failErr.Load())
+	}
+	if int64(len(v)) > l.segmentMaxBytes() {
+		return res, false, fmt.Errorf("cannot append %d bytes: %w", len(v), ErrTooLarge)
+	}
+	base := l.leo
+	last := base + int64(v.LastOffsetDelta())
+	if err := l.maybeRoll(v, base, last); err != nil {
+		return res, false, err
+	}
+	seg := l.active
+	if _, err := seg.Append(v, base); err != nil {
+		return res, false, fmt.Errorf("cannot append at offset %d: %w", base, err)
+	}
+	l.leo = last + 1
+	res = AppendResult{BaseOffset: base, LastOffset: last}
+	if size := seg.Size(); size >= l.prefaulted-l.prefaultAhead()/2 {
+		// Half the prefaulted run is used: ask for the next one.
+		l.prefaulted = size + l.prefaultAhead()
+		if seg.acquire() {
+			l.submit(task{kind: taskPrefault, seg: seg, cursor: size})
+		}
+	}
+	switch l.opts.Sync.Kind {
+	case SyncAlways:
+		if !l.durableOnly() {
+			l.publish(seg)
+		}
+		return res, true, nil
+	case SyncBytes:
+		l.publish(seg)
+		l.unsynced += int64(len(v))
+		if l.unsynced >= l.opts.Sync.Bytes {
+			l.unsynced = 0
+			return res, true, nil
+		}
+	default:
+		l.publish(seg)
+	}
+	return res, false, nil
+}
+
+// publish makes everything written visible to readers (under mu).
+func (l *Log) publish(seg *segRef) {
+	seg.Publish(seg.Size())
+	storeMax(&l.hw, l.leo)
+}
+
+func (l *Log) segmentMaxBytes() int64 {
+	if l.opts.Segment.MaxBytes > 0 {
+		return l.opts.Segment.MaxBytes
+	}
+	return segment.DefaultMaxBytes
+}
+
+// maybeRoll starts a new segment at base when the batch does not fit the
+// active one, the active one is too old, or an index is full (Kafka's roll
+// conditions, checked before each append).
+func (l *Log) maybeRoll(v batch.Batch, base, last int64) error {
+	seg := l.active
+	if seg.Size() == 0 {
+		return nil
+	}
+	old := seg.FirstTimestamp() >= 0 && v.MaxTimestamp()-seg.FirstTimestamp() > l.opts.RollAge.Milliseconds()
+	if !old && seg.Fits(len(v), last) {
+		return nil
+	}
+	return l.roll(base)
+}
+
+// roll makes a new active segment at base (under mu): the spare the
+// maintainer prepared if there is one, a new file otherwise. The old
+// segment is handed to the maintainer to be sealed off the append path. The
+// new segment is in place before anything changes, so a failure (a full
+// disk) leaves the log as it was.
+func (l *Log) roll(base int64) error {
+	var next *segment.Segment
+	var err error
+	if sp := l.maint.spare.Swap(nil); sp != nil {
+		next, err = sp.Activate(base)
+	} else {
+		next, err = segment.Create(l.dir, base, l.opts.Segment)
+	}
+	if err != nil {
+		return fmt.Errorf("cannot roll to offset %d: %w", base, err)
+	}
+	old := l.active
+	// Everything in the old segment is written; readers may see all of it
+	// unless they must wait for durability, which the seal (or a group
+	// sync, which also syncs unsealed segments) provides.
+	if !l.durableOnly() {
+		old.Publish(old.Size())
+	}
+	old.acquire() // the maintainer's reference, released after sealing
+	l.unsealed = append(l.unsealed, old)
+	l.dirDirty = true
+	l.prefaulted = 0
+	l.active = newRef(next)
+	segs := append(append([]*segRef(nil), *l.segs.Load()...), l.active)
+	l.segs.Store(&segs)
+	l.submit(task{kind: taskSeal, seg: old, end: base})
+	if l.maint.spareWanted.CompareAndSwap(false, true) {
+		l.submit(task{kind: taskSpare})
+	}
+	return nil
+}
+
+// durableOnly reports whether readers may see only durable bytes.
+func (l *Log) durableOnly() bool {
+	return l.opts.DurableVisibility && l.opts.Sync.Kind == SyncAlways
+}
+
+// fail marks the log failed after an I/O error that may have lost
+// acknowledged-but-unsynced data (see ErrFailed).
+func (l *Log) fail(err error) {
+	if l.failed.CompareAndSwap(false, true) {
+		l.failErr.Store(&err)
+	}
+}
+
+// Chunk is the result of a read: whole batches that alias a segment's
+// mapping. Release it when done; its bytes must not be used afterwards.
+type Chunk struct {
+	Data []byte
+	// NextOffset is the offset after the last batch in Data.
+	NextOffset int64
+	// HighWatermark at the time of the read.
+	HighWatermark int64
+	ref           *segRef
+}
+
+// Release lets the segment go; idempotent.
+func (c *Chunk) Release() {
+	if c.ref != nil {
+		c.ref.release()
+		c.ref = nil
+	}
+	c.Data = nil
+}
+
+// Read returns whole batches starting with the one that holds offset, from
+// below the high watermark, adding batches while the total stays within
+// maxBytes but always at least one. An offset equal to the high watermark
+// gives an empty chunk. Batches never span segments, so a chunk holds one
+// segment's bytes; read again from NextOffset for more.
+func (l *Log) Read(offset int64, maxBytes int) (Chunk, error) {
+	for {
+		hw := l.hw.Load()
+		if offset < l.logStart.Load() || offset > hw {
+			return Chunk{}, fmt.Errorf("cannot read offset %d (log %d..%d): %w", offset, l.logStart.Load(), hw, ErrOffsetOutOfRange)
+		}
+		if offset == hw {
+			return Chunk{NextOffset: offset, HighWatermark: hw}, nil
+		}
+		segs := *l.segs.Load()
+		i := sort.Search(len(segs), func(i int) bool { return segs[i].Base() > offset }) - 1
+		if i < 0 {
+			i = 0
+		}
+		for ; i < len(segs); i++ {
+			ref := segs[i]
+			if !ref.acquire() {
+				break // retired under us: reload the list
+			}
+			if c, ok := collect(ref, offset, hw, maxBytes); ok {
+				return c, nil
+			}
+			ref.release()
+		}
+		if i == len(segs) {
+			// Below the high watermark but in no segment: retention moved
+			// the start past it between our checks.
+			if offset < l.logStart.Load() {
+				continue
+			}
+			return Chunk{}, fmt.Errorf("BUG: offset %d below high watermark %d not found", offset, hw)
+		}
+	}
+}
+
+// collect gathers batches from ref starting at offset.
+func collect(ref *segRef, offset, hw int64, maxBytes int) (Chunk, bool) {
+	pos, ok := ref.Lookup(offset)
+	if !ok {
+		return Chunk{}, false
+	}
+	data := ref.Read(pos, ref.Published())
+	end, next := 0, offset
+	for end < len(data) {
+		b := batch.Batch(data[end:])
+		n, err := batch.Size(b)
+		if err != nil || b.BaseOffset() >= hw || (end > 0 && end+n > maxBytes) {
+			break
+		}
+		end += n
+		next = b.NextOffset()
+	}
+	if end == 0 {
+		return Chunk{}, false
+	}
+	return Chunk{Data: data[:end:end], NextOffset: next, HighWatermark: hw, ref: ref}, true
+}
+
+// ReadAppend is Read that copies the batches to dst instead of holding the
+// segment: for callers that keep the bytes.
+func (l *Log) ReadAppend(dst []byte, offset int64, maxBytes int) ([]byte, int64, error) {
+	c, err := l.Read(offset, maxBytes)
+	if err != nil {
+		return dst, offset, err
+	}
+	dst = append(dst, c.Data...)
+	next := c.NextOffset
+	c.Release()
+	return dst, next, nil
+}
+
+// OffsetForTime returns the offset of the first batch whose max timestamp is
+// >= ts, or the high watermark if there is none (Kafka's ListOffsets by
+// timestamp).
+func (l *Log) OffsetForTime(ts int64) (int64, error) {
+	segs := *l.segs.Load()
+	for _, ref := range segs {
+		if !ref.acquire() {
+			continue
+		}
+		pos, ok := ref.LookupTime(ts)
+		if ok {
+			off := batch.Batch(ref.Read(pos, ref.Published())).BaseOffset()
+			ref.release()
+			return max(off, l.logStart.Load()), nil
+		}
+		ref.release()
+	}
+	return l.hw.Load(), nil
+}
+
+// Flush syncs everything appended so far and advances the recovery point.
+func (l *Log) Flush() error {
+	l.mu.Lock()
+	end := l.leo
+	l.mu.Unlock()
+	if err := l.waitDurable(end); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.writeCheckpoints()
+}

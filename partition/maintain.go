@@ -1,0 +1,139 @@
+package partition
+
+import (
+	"sync/atomic"
+
+	"github.com/idemlog/idemlog/segment"
+)
+
+// The maintainer is one background goroutine per partition that keeps slow
+// work off the append path:
+//
+//   - sealing a rolled segment (final time-index entry, trims, fsync of a
+//     segment that may hold a gigabyte of dirty pages under SyncNever),
+//     after which the recovery point moves past it;
+//   - creating the next segment's file ahead of the roll (a Spare);
+//   - reserving and prefaulting the active segment ahead of the cursor.
+//
+// Tasks run in order, so segments are sealed in offset order and the
+// recovery point only moves forward.
+type maintainer struct {
+	tasks chan task
+	spare atomic.Pointer[segment.Spare]
+	// spareWanted is set while a spare is being made, so rolls in quick
+	// succession ask for one spare at a time.
+	spareWanted atomic.Bool
+	// drop makes the maintainer skip its work: tests use it to leave files
+	// exactly as a crash would.
+	drop atomic.Bool
+}
+
+// waitIdle returns once every task queued before the call has run.
+func (l *Log) waitIdle() {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	done := make(chan struct{})
+	l.submit(task{kind: taskBarrier, done: done})
+	l.mu.Unlock()
+	<-done
+}
+
+type taskKind int
+
+const (
+	taskSeal taskKind = iota
+	taskSpare
+	taskPrefault
+	taskBarrier
+)
+
+type task struct {
+	kind   taskKind
+	seg    *segRef
+	end    int64 // seal: the offset after the segment
+	cursor int64 // prefault: the writer's position
+	done   chan struct{}
+}
+
+// submit queues t without blocking the writer; prefaults are dropped when
+// the queue is full (the writer reserves for itself if it must), seals and
+// spares are not.
+func (l *Log) submit(t task) {
+	if t.kind == taskPrefault {
+		select {
+		case l.maint.tasks <- t:
+		default:
+		}
+		return
+	}
+	l.maint.tasks <- t
+}
+
+func (l *Log) runMaintainer() {
+	defer l.bg.Done()
+	for t := range l.maint.tasks {
+		if l.maint.drop.Load() {
+			if t.seg != nil {
+				t.seg.release()
+			}
+			if t.done != nil {
+				close(t.done)
+			}
+			continue
+		}
+		switch t.kind {
+		case taskBarrier:
+			close(t.done)
+		case taskSeal:
+			l.sealRolled(t.seg, t.end)
+		case taskSpare:
+			if sp, err := segment.CreateSpare(l.dir, l.opts.Segment); err == nil {
+				if old := l.maint.spare.Swap(sp); old != nil {
+					old.Discard()
+				}
+			}
+			l.maint.spareWanted.Store(false)
+		case taskPrefault:
+			_ = t.seg.Prepare(t.cursor, l.prefaultAhead())
+			t.seg.release()
+		}
+	}
+	if sp := l.maint.spare.Swap(nil); sp != nil {
+		sp.Discard()
+	}
+}
+
+func (l *Log) prefaultAhead() int64 {
+	if l.opts.Segment.ReserveAhead > 0 {
+		return l.opts.Segment.ReserveAhead
+	}
+	return segment.DefaultReserveAhead
+}
+
+// sealRolled seals a segment the writer has left, then records that
+// everything below end is durable.
+func (l *Log) sealRolled(seg *segRef, end int64) {
+	err := seg.Seal()
+	if err == nil {
+		err = syncDir(l.dir)
+	}
+	l.mu.Lock()
+	for i, s := range l.unsealed {
+		if s == seg {
+			l.unsealed = append(l.unsealed[:i:i], l.unsealed[i+1:]...)
+			break
+		}
+	}
+	l.mu.Unlock()
+	seg.release()
+	if err != nil {
+		l.fail(err)
+		return
+	}
+	l.sync.advance(end)
+	storeMax(&l.recoveryPoint, end)
+	_ = l.writeCheckpoints()
+}

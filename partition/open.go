@@ -1,0 +1,320 @@
+package partition
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/idemlog/idemlog/segment"
+)
+
+// Files a partition directory holds besides its segments. Kafka keeps the
+// checkpoints and the clean-shutdown marker per log directory; idemlog keeps
+// them per partition so that each partition opens, recovers and closes on
+// its own. The checkpoint files use Kafka's text format.
+const (
+	cleanShutdownFile = ".kafka_cleanshutdown"
+	recoveryPointFile = "recovery-point-offset-checkpoint"
+	logStartFile      = "log-start-offset-checkpoint"
+)
+
+// Open opens (or creates) the partition log in dir. After a clean shutdown
+// nothing is scanned: sizes, indexes and the end offset come from the files
+// as Close left them. Otherwise every segment from the one holding the
+// checkpointed recovery point onwards is validated batch by batch (length,
+// CRC, offsets); the log is truncated at the first torn or corrupt batch,
+// later segments are dropped, and indexes are rebuilt.
+func Open(dir string, opts Options) (*Log, error) {
+	opts = opts.withDefaults()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cannot create partition dir: %w", err)
+	}
+	l := &Log{dir: dir, opts: opts, stop: make(chan struct{})}
+	l.sync.cond.L = &l.sync.mu
+	clean := fileExists(filepath.Join(dir, cleanShutdownFile))
+	recoveryPoint, err := readCheckpoint(filepath.Join(dir, recoveryPointFile))
+	if err != nil {
+		return nil, err
+	}
+	logStart, err := readCheckpoint(filepath.Join(dir, logStartFile))
+	if err != nil {
+		return nil, err
+	}
+	bases, err := listSegments(dir)
+	if err != nil {
+		return nil, err
+	}
+	var segs []*segRef
+	fail := func(err error) (*Log, error) {
+		for _, s := range segs {
+			_ = s.Close()
+		}
+		return nil, err
+	}
+	if len(bases) == 0 {
+		s, err := segment.Create(dir, logStart, opts.Segment)
+		if err != nil {
+			return fail(err)
+		}
+		segs = append(segs, newRef(s))
+	}
+	for i, base := range bases {
+		last := i == len(bases)-1
+		s, err := segment.Open(dir, base, opts.Segment, last)
+		if err != nil {
+			return fail(err)
+		}
+		segs = append(segs, newRef(s))
+		// A segment holds the recovery point if the next one starts above it.
+		needsScan := !clean && (last || bases[i+1] > recoveryPoint)
+		if !needsScan {
+			if err := s.LoadTail(); err != nil {
+				// An index we cannot trust is rebuilt from the log.
+				needsScan = true
+			}
+		}
+		if !needsScan {
+			continue
+		}
+		truncated, err := s.Recover(opts.MaxBatchSize, nil)
+		if err != nil {
+			return fail(err)
+		}
+		if truncated && !last {
+			// Everything after a torn batch is unreachable: Kafka drops it.
+			for _, b := range bases[i+1:] {
+				if err := deleteSegmentFiles(dir, b); err != nil {
+					return fail(err)
+				}
+			}
+			if err := s.Activate(); err != nil {
+				return fail(err)
+			}
+			break
+		}
+	}
+	// Remove the marker before anything is appended: from here on a crash
+	// must be detected as unclean.
+	if clean {
+		if err := os.Remove(filepath.Join(dir, cleanShutdownFile)); err != nil {
+			return fail(fmt.Errorf("cannot remove clean-shutdown marker: %w", err))
+		}
+		if err := syncDir(dir); err != nil {
+			return fail(err)
+		}
+	}
+	l.segs.Store(&segs)
+	l.active = segs[len(segs)-1]
+	l.leo = l.active.NextOffset()
+	l.logStart.Store(max(logStart, segs[0].Base()))
+	for _, s := range segs {
+		s.Publish(s.Size())
+	}
+	l.hw.Store(l.leo)
+	l.recoveryPoint.Store(l.leo)
+	l.sync.durable = l.leo
+	if err := l.writeCheckpoints(); err != nil {
+		return fail(err)
+	}
+	l.maint.tasks = make(chan task, 64)
+	l.bg.Add(1)
+	go l.runMaintainer()
+	if opts.Sync.Kind == SyncInterval {
+		l.flusher.Add(1)
+		go l.runFlusher(opts.Sync.Interval)
+	}
+	return l, nil
+}
+
+// Close syncs everything, seals the active segment, checkpoints and writes
+// the clean-shutdown marker, so the next Open scans nothing. Readers holding
+// chunks keep them; the files are closed when the last one is released.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	l.closed = true
+	l.mu.Unlock()
+	close(l.stop)
+	l.flusher.Wait()
+	// Nothing submits once closed is set (submitters hold mu), so the
+	// queue can be closed; the maintainer seals what is queued and exits.
+	close(l.maint.tasks)
+	l.bg.Wait()
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var err error
+	if !l.failed.Load() {
+		if err = l.active.Seal(); err == nil {
+			l.active.Publish(l.active.Size())
+			storeMax(&l.hw, l.leo)
+			l.sync.advance(l.leo)
+			storeMax(&l.recoveryPoint, l.leo)
+			if err = l.writeCheckpoints(); err == nil {
+				err = writeFileSync(filepath.Join(l.dir, cleanShutdownFile), nil)
+				if err == nil {
+					err = syncDir(l.dir)
+				}
+			}
+		}
+	} else {
+		err = fmt.Errorf("cannot close cleanly: %w: %w", ErrFailed, *l.failErr.Load())
+	}
+	segs := *l.segs.Load()
+	empty := []*segRef{}
+	l.segs.Store(&empty)
+	for _, s := range segs {
+		s.retire(false)
+	}
+	return err
+}
+
+// writeCheckpoints persists the recovery point and log start offset. The
+// recovery point may lag what is durable; that costs only a longer
+// scan after a crash.
+func (l *Log) writeCheckpoints() error {
+	l.ckMu.Lock()
+	defer l.ckMu.Unlock()
+	if err := writeCheckpoint(filepath.Join(l.dir, recoveryPointFile), l.dir, l.recoveryPoint.Load()); err != nil {
+		return err
+	}
+	return writeCheckpoint(filepath.Join(l.dir, logStartFile), l.dir, l.logStart.Load())
+}
+
+func listSegments(dir string) ([]int64, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("cannot list partition dir: %w", err)
+	}
+	logs := map[int64]bool{}
+	for _, e := range entries {
+		name := e.Name()
+		// Leftovers of interrupted deletions and stray temporary files go
+		// first, as Kafka does at load.
+		if strings.HasSuffix(name, ".deleted") || strings.HasSuffix(name, ".cleaned") ||
+			strings.HasSuffix(name, ".swap") || strings.HasSuffix(name, ".tmp") {
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+				return nil, fmt.Errorf("cannot remove stray file: %w", err)
+			}
+			continue
+		}
+		if base, ok := segment.ParseName(name, ".log"); ok {
+			logs[base] = true
+		}
+	}
+	// Index files without a .log belong to nothing.
+	for _, e := range entries {
+		for _, suffix := range []string{".index", ".timeindex", ".txnindex"} {
+			if base, ok := segment.ParseName(e.Name(), suffix); ok && !logs[base] {
+				_ = os.Remove(filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+	bases := make([]int64, 0, len(logs))
+	for b := range logs {
+		bases = append(bases, b)
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	return bases, nil
+}
+
+func deleteSegmentFiles(dir string, base int64) error {
+	for _, suffix := range []string{".log", ".index", ".timeindex", ".txnindex"} {
+		if err := os.Remove(filepath.Join(dir, segment.FileName(base, suffix))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("cannot delete segment %d: %w", base, err)
+		}
+	}
+	return nil
+}
+
+// readCheckpoint reads an offset from a Kafka-format checkpoint file
+// ("0\n1\n<topic> <partition> <offset>\n"); a missing file is offset 0.
+func readCheckpoint(path string) (int64, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("cannot open checkpoint: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	var lines []string
+	for sc.Scan() && len(lines) < 3 {
+		lines = append(lines, sc.Text())
+	}
+	if len(lines) < 3 || lines[0] != "0" || lines[1] != "1" {
+		// A torn checkpoint only costs a longer recovery.
+		return 0, nil
+	}
+	fields := strings.Fields(lines[2])
+	if len(fields) != 3 {
+		return 0, nil
+	}
+	off, err := strconv.ParseInt(fields[2], 10, 64)
+	if err != nil || off < 0 {
+		return 0, nil
+	}
+	return off, nil
+}
+
+func writeCheckpoint(path, dir string, offset int64) error {
+	name := filepath.Base(dir)
+	topic, part := name, "0"
+	if i := strings.LastIndexByte(name, '-'); i > 0 {
+		topic, part = name[:i], name[i+1:]
+	}
+	return writeFileSync(path, fmt.Appendf(nil, "0\n1\n%s %s %d\n", topic, part, offset))
+}
+
+// writeFileSync replaces path atomically: write a temporary file, sync it,
+// rename over path. The directory sync that makes the rename durable is the
+// caller's (Close does it once for all files).
+func writeFileSync(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("cannot sync %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("cannot close %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("cannot rename %s: %w", path, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("cannot open dir %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("cannot sync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}

@@ -1,0 +1,77 @@
+package partition
+
+import (
+	"sync/atomic"
+
+	"github.com/idemlog/idemlog/segment"
+)
+
+// segRef is a segment shared by the writer and readers.
+//
+// The live segment list holds one reference; every Read holds one until its
+// Chunk is released. Retention and Close first remove the segment from the
+// list (publishing a new list), then drop the list's reference; whoever
+// drops the count to zero closes the segment, deleting its files if it was
+// retired. A reader acquires with a CAS loop that refuses to move the count
+// up from zero, so once the count reached zero nobody can resurrect the
+// segment: a reader that loses that race reloads the list, which no longer
+// contains it (the list was replaced before the list's reference was
+// dropped, and both are sequentially consistent atomics). Reads therefore
+// never touch an unmapped segment, and retention never waits for readers:
+// deleting a file that is still mapped is safe on Linux, its blocks are
+// freed when the last reader releases.
+type segRef struct {
+	*segment.Segment
+	refs   atomic.Int32
+	delete atomic.Bool // remove files, not just close, when refs reach 0
+}
+
+func newRef(s *segment.Segment) *segRef {
+	r := &segRef{Segment: s}
+	r.refs.Store(1)
+	return r
+}
+
+func (r *segRef) acquire() bool {
+	for {
+		n := r.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if r.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func (r *segRef) release() {
+	switch n := r.refs.Add(-1); {
+	case n == 0:
+		if r.delete.Load() {
+			_ = r.Segment.Delete()
+		} else {
+			_ = r.Segment.Close()
+		}
+	case n < 0:
+		panic("BUG: segment reference released twice")
+	}
+}
+
+// retire drops the list's reference; the files go when the last reader
+// releases.
+func (r *segRef) retire(deleteFiles bool) {
+	r.delete.Store(deleteFiles)
+	r.release()
+}
+
+// storeMax raises a to v unless it is already higher: published sizes and
+// watermarks only move forward, whichever of the writer and the syncer gets
+// there first.
+func storeMax(a *atomic.Int64, v int64) {
+	for {
+		cur := a.Load()
+		if v <= cur || a.CompareAndSwap(cur, v) {
+			return
+		}
+	}
+}

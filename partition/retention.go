@@ -1,0 +1,88 @@
+package partition
+
+import (
+	"fmt"
+)
+
+// Retention deletes whole segments from the start of the log, as Kafka's
+// delete policy does: a segment goes when its newest batch is older than
+// RetentionAge, or while the log without it is still larger than
+// RetentionBytes. The active segment is never deleted (so the high
+// watermark is never below what remains), and the log start offset moves to
+// the first remaining segment's base.
+//
+// Deleted segments leave the segment list at once; their files are removed
+// when the last reader holding a chunk releases it (see segRef).
+func (l *Log) ApplyRetention() (deleted int, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return 0, ErrClosed
+	}
+	segs := *l.segs.Load()
+	var total int64
+	for _, s := range segs {
+		total += s.Published()
+	}
+	nowMs := l.opts.Now().UnixMilli()
+	hw := l.hw.Load()
+	n := 0
+	for ; n < len(segs)-1; n++ {
+		s := segs[n]
+		// Never delete what readers cannot see yet.
+		if segs[n+1].Base() > hw {
+			break
+		}
+		ts, _ := s.MaxTimestamp()
+		byAge := l.opts.RetentionAge > 0 && ts >= 0 && nowMs-ts > l.opts.RetentionAge.Milliseconds()
+		bySize := l.opts.RetentionBytes > 0 && total-s.Published() >= l.opts.RetentionBytes
+		if !byAge && !bySize {
+			break
+		}
+		total -= s.Published()
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	if err := l.truncateStartLocked(segs, n); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// DeleteRecordsBefore moves the log start offset to offset (<= the high
+// watermark) and deletes the segments wholly below it, Kafka's
+// DeleteRecords. Reads below the new start fail with ErrOffsetOutOfRange.
+func (l *Log) DeleteRecordsBefore(offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if offset > l.hw.Load() {
+		return fmt.Errorf("cannot delete records below %d, above high watermark %d: %w", offset, l.hw.Load(), ErrOffsetOutOfRange)
+	}
+	if offset <= l.logStart.Load() {
+		return nil
+	}
+	segs := *l.segs.Load()
+	n := 0
+	for n < len(segs)-1 && segs[n+1].Base() <= offset {
+		n++
+	}
+	l.logStart.Store(offset)
+	if n == 0 {
+		return l.writeCheckpoints()
+	}
+	return l.truncateStartLocked(segs, n)
+}
+
+// truncateStartLocked retires the first n segments (under mu).
+func (l *Log) truncateStartLocked(segs []*segRef, n int) error {
+	rest := append([]*segRef(nil), segs[n:]...)
+	storeMax(&l.logStart, rest[0].Base())
+	// The new list is published before the old segments' references drop:
+	// see segRef for why readers then never see a closed segment.
+	l.segs.Store(&rest)
+	for _, s := range segs[:n] {
+		s.retire(true)
+	}
+	return l.writeCheckpoints()
+}

@@ -1,0 +1,45 @@
+// Package segment is one segment of a partition log: a Kafka `.log` file of
+// concatenated record batches, written through a shared memory mapping, with
+// its offset index and time index.
+//
+// # Files
+//
+//	<base>.log        batches, byte for byte as Kafka stores them
+//	<base>.index      sparse offset index (package index)
+//	<base>.timeindex  sparse time index (package index)
+//
+// base is the offset of the segment's first batch, as 20 zero-padded digits.
+//
+// # Writing
+//
+// One goroutine, the partition's writer, appends. The whole segment
+// capacity (segment.bytes) is mapped once at creation, but bytes are only
+// ever stored below the reserved mark: blocks up to it were allocated with
+// fallocate (mmap.Fallocate), so a full disk surfaces as an error from
+// Append and never as SIGBUS from a store. The reservation runs ahead of the
+// write cursor in chunks, and a background call (Prepare) can extend it and
+// prefault the pages with MADV_POPULATE_WRITE so the writer rarely takes a
+// page fault itself.
+//
+// Append copies the caller's batch into the mapping (or writes it with
+// pwrite, see WriteMode) and updates the indexes: an offset-index entry is
+// added before an append when more than IndexIntervalBytes were appended
+// since the previous entry, and the time index follows the largest
+// timestamp seen.
+//
+// # Reading
+//
+// Readers see bytes below the published size (Publish), which the partition
+// advances after an append, or after the sync that makes it durable when
+// only durable data may be read. The published size is an atomic; the bytes
+// below it were written before it was stored, so a reader that loads it sees
+// them complete.
+//
+// # Closing
+//
+// Seal trims the .log and indexes to their real sizes (a roll, or a clean
+// shutdown); a sealed segment is mapped read-only. After an unclean
+// shutdown the active segment's file is longer than its data (the
+// reservation): Recover scans it, keeps the valid prefix and truncates the
+// rest.
+package segment

@@ -1,0 +1,254 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/index"
+	"github.com/idemlog/idemlog/mmap"
+)
+
+// Open opens an existing segment. An active segment is mapped at full
+// capacity for appends; any other is mapped read-only at its size and
+// counts as sealed. Open trusts nothing but the file size: call LoadTail
+// (cheap, after a clean shutdown) or Recover (a scan) before use.
+func Open(dir string, base int64, opts Options, active bool) (*Segment, error) {
+	opts = opts.withDefaults()
+	path := filepath.Join(dir, FileName(base, ".log"))
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open segment %s: %w", path, errors.Join(ErrIO, err))
+	}
+	s := &Segment{dir: dir, base: base, opts: opts, log: f, fd: int(f.Fd()), nextOffset: base,
+		maxTimestamp: -1, maxTimestampOff: base, firstTimestamp: -1}
+	st, err := f.Stat()
+	if err != nil {
+		s.closeFiles()
+		return nil, fmt.Errorf("cannot stat segment %s: %w", path, errors.Join(ErrIO, err))
+	}
+	if active {
+		err = s.openActive(st.Size())
+	} else {
+		err = s.openSealed(st.Size())
+	}
+	if err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Segment) openSealed(size int64) error {
+	s.size, s.sealed = size, true
+	s.reserved.Store(size)
+	s.published.Store(size)
+	if size > 0 {
+		m, err := mmap.Map(s.log, 0, int(size), false)
+		if err != nil {
+			return fmt.Errorf("cannot map segment %d: %w", s.base, errors.Join(ErrIO, err))
+		}
+		s.m, s.data = m, m.Bytes()
+	}
+	return s.openIndexes(false)
+}
+
+// openIndexes opens both indexes. An index that is missing or breaks its
+// rules is not an error: it is recreated empty and the segment is marked
+// for Recover, which rebuilds it from the .log.
+func (s *Segment) openIndexes(writable bool) error {
+	var err error
+	if writable {
+		s.offsets, err = index.OpenOffset(s.path(".index"), s.base, s.opts.IndexMaxBytes)
+	} else {
+		s.offsets, err = index.OpenOffsetReadOnly(s.path(".index"), s.base)
+	}
+	if err != nil {
+		if !rebuildable(err) {
+			return fmt.Errorf("cannot open offset index: %w", ioErr(err))
+		}
+		s.indexSuspect = true
+		_ = os.Remove(s.path(".index"))
+		if s.offsets, err = index.OpenOffset(s.path(".index"), s.base, s.opts.IndexMaxBytes); err != nil {
+			return fmt.Errorf("cannot open offset index: %w", ioErr(err))
+		}
+	}
+	if writable {
+		s.times, err = index.OpenTime(s.path(".timeindex"), s.base, s.opts.IndexMaxBytes)
+	} else {
+		s.times, err = index.OpenTimeReadOnly(s.path(".timeindex"), s.base)
+	}
+	if err != nil {
+		if !rebuildable(err) {
+			return fmt.Errorf("cannot open time index: %w", ioErr(err))
+		}
+		s.indexSuspect = true
+		_ = os.Remove(s.path(".timeindex"))
+		if s.times, err = index.OpenTime(s.path(".timeindex"), s.base, s.opts.IndexMaxBytes); err != nil {
+			return fmt.Errorf("cannot open time index: %w", ioErr(err))
+		}
+	}
+	return nil
+}
+
+// rebuildable reports whether an index open failed because of the file's
+// content (or absence), which a rebuild from the .log fixes, rather than
+// the disk.
+func rebuildable(err error) bool {
+	return errors.Is(err, index.ErrCorrupt) || errors.Is(err, fs.ErrNotExist)
+}
+
+// LoadTail restores the writer's view of the segment (next offset, largest
+// timestamp) from the indexes and the batches after the last index entry,
+// without scanning the whole file. An error means the files disagree and
+// the segment needs Recover.
+func (s *Segment) LoadTail() error {
+	if s.indexSuspect {
+		return fmt.Errorf("cannot trust indexes of segment %d: %w", s.base, index.ErrCorrupt)
+	}
+	if s.size == 0 {
+		return nil
+	}
+	first := batch.Batch(s.data[:s.size])
+	if _, err := batch.Size(first); err != nil {
+		return fmt.Errorf("cannot read first batch of segment %d: %w", s.base, err)
+	}
+	s.firstTimestamp = first.MaxTimestamp()
+	if ts, off := s.times.LastEntry(); ts >= 0 {
+		s.maxTimestamp, s.maxTimestampOff = ts, off
+	}
+	_, pos := s.offsets.Lookup(1<<63 - 1)
+	s.bytesSinceIndex = s.size - pos
+	for pos < s.size {
+		b := batch.Batch(s.data[pos:s.size])
+		n, err := batch.Size(b)
+		if err != nil {
+			return fmt.Errorf("cannot read tail of segment %d at %d: %w", s.base, pos, err)
+		}
+		if ts := b.MaxTimestamp(); ts > s.maxTimestamp {
+			s.maxTimestamp, s.maxTimestampOff = ts, b.LastOffset()
+		}
+		s.nextOffset = b.NextOffset()
+		pos += int64(n)
+	}
+	return nil
+}
+
+// Recover rebuilds the segment from its .log: every batch is validated
+// (framing, size, CRC, offsets increasing and within the segment), the
+// indexes are rebuilt, and the file is truncated after the last valid
+// batch. It reports whether anything was cut; for the active segment the
+// reserved zero tail does not count. visit, if not nil, sees each valid
+// batch in order (producer-state rebuild).
+func (s *Segment) Recover(maxBatchSize int, visit func(b batch.Batch)) (truncated bool, err error) {
+	st, err := s.log.Stat()
+	if err != nil {
+		return false, fmt.Errorf("cannot stat segment %d: %w", s.base, errors.Join(ErrIO, err))
+	}
+	fileSize := min(st.Size(), int64(len(s.data)))
+	if err := s.reopenIndexesForWrite(); err != nil {
+		return false, err
+	}
+	if err := errors.Join(s.offsets.Reset(), s.times.Reset()); err != nil {
+		return false, fmt.Errorf("cannot reset indexes of segment %d: %w", s.base, err)
+	}
+	s.bytesSinceIndex, s.nextOffset = 0, s.base
+	s.maxTimestamp, s.maxTimestampOff, s.firstTimestamp = -1, s.base, -1
+	var pos int64
+	for pos < fileSize {
+		rest := s.data[pos:fileSize]
+		n, err := batch.Size(rest)
+		if err != nil {
+			break
+		}
+		b, err := batch.Validate(rest[:n], maxBatchSize)
+		if err != nil {
+			break
+		}
+		if b.BaseOffset() < s.nextOffset || b.LastOffset()-s.base > 1<<31-1 {
+			break
+		}
+		if err := s.index(b, b.BaseOffset(), pos); err != nil {
+			break
+		}
+		if visit != nil {
+			visit(b)
+		}
+		pos += int64(n)
+	}
+	truncated = pos < fileSize && !allZero(s.data[pos:fileSize])
+	if pos < st.Size() {
+		if err := s.log.Truncate(pos); err != nil {
+			return truncated, fmt.Errorf("cannot truncate segment %d at %d: %w", s.base, pos, ioErr(err))
+		}
+	}
+	s.size = pos
+	s.reserved.Store(pos)
+	s.published.Store(pos)
+	if s.sealed {
+		return truncated, s.resealIndexes()
+	}
+	return truncated, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// reopenIndexesForWrite makes a sealed segment's indexes writable (and
+// preallocated) so Recover can rebuild them.
+func (s *Segment) reopenIndexesForWrite() error {
+	if !s.sealed {
+		return nil
+	}
+	if err := errors.Join(s.offsets.Close(), s.times.Close()); err != nil {
+		return fmt.Errorf("cannot reopen indexes of segment %d: %w", s.base, err)
+	}
+	return s.openIndexes(true)
+}
+
+// resealIndexes trims a recovered sealed segment's indexes again.
+func (s *Segment) resealIndexes() error {
+	if s.maxTimestamp >= 0 {
+		if err := s.times.AppendFinal(s.maxTimestamp, s.maxTimestampOff); err != nil {
+			return fmt.Errorf("cannot finish time index: %w", err)
+		}
+	}
+	if err := errors.Join(s.offsets.Trim(), s.times.Trim()); err != nil {
+		return fmt.Errorf("cannot trim indexes of segment %d: %w", s.base, err)
+	}
+	return s.SyncIndexes()
+}
+
+// Activate turns a sealed segment back into the active one (after recovery
+// cut the log inside it).
+func (s *Segment) Activate() error {
+	if !s.sealed {
+		return nil
+	}
+	if s.m != nil {
+		if err := s.m.Unmap(); err != nil {
+			return fmt.Errorf("cannot remap segment %d: %w", s.base, err)
+		}
+		s.m, s.data = nil, nil
+	}
+	if err := errors.Join(s.offsets.Close(), s.times.Close()); err != nil {
+		return fmt.Errorf("cannot reopen indexes of segment %d: %w", s.base, err)
+	}
+	s.sealed = false
+	size := s.size
+	maxTs, maxOff, firstTs, next, since := s.maxTimestamp, s.maxTimestampOff, s.firstTimestamp, s.nextOffset, s.bytesSinceIndex
+	if err := s.openActive(size); err != nil {
+		return err
+	}
+	s.maxTimestamp, s.maxTimestampOff, s.firstTimestamp, s.nextOffset, s.bytesSinceIndex = maxTs, maxOff, firstTs, next, since
+	return nil
+}

@@ -1,0 +1,482 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/errcode"
+	"github.com/idemlog/idemlog/index"
+	"github.com/idemlog/idemlog/mmap"
+)
+
+// Sentinel errors.
+var (
+	// ErrFull: the batch does not fit in the segment's remaining capacity;
+	// the partition rolls before retrying.
+	ErrFull = errcode.New(errcode.RecordListTooLarge, "segment full")
+	// ErrNoSpace: the disk could not reserve blocks for the append. Nothing
+	// was written; the append may succeed once space returns.
+	ErrNoSpace = errcode.New(errcode.KafkaStorageError, "no space left on device")
+	// ErrSealed: an append to a sealed segment.
+	ErrSealed = errcode.New(errcode.UnknownServerError, "segment sealed")
+	// ErrIO: any other I/O failure of the segment's files.
+	ErrIO = errcode.New(errcode.KafkaStorageError, "segment I/O error")
+)
+
+// WriteMode chooses how Append moves bytes into the file.
+type WriteMode int
+
+const (
+	// WriteDefault lets the owner choose; a segment treats it as WriteMmap.
+	WriteDefault WriteMode = iota
+	// WriteMmap copies into the shared mapping: no syscall per append. Best
+	// when syncs are rare.
+	WriteMmap
+	// WritePwrite uses pwrite(2): the kernel copies, and no page is mapped
+	// writable, so a following fdatasync does not pay for write-protect
+	// faults on the next stores. Best when every append is synced.
+	WritePwrite
+)
+
+// Options configure a segment. Zero fields take Kafka's defaults.
+type Options struct {
+	// MaxBytes is segment.bytes: the segment's capacity.
+	MaxBytes int64
+	// IndexMaxBytes is segment.index.bytes, per index file.
+	IndexMaxBytes int
+	// IndexIntervalBytes is index.interval.bytes.
+	IndexIntervalBytes int64
+	// ReserveAhead is how far past the write cursor blocks are reserved.
+	ReserveAhead int64
+	// Mode is the write path.
+	Mode WriteMode
+}
+
+const (
+	DefaultMaxBytes           = 1 << 30
+	DefaultIndexMaxBytes      = 10 << 20
+	DefaultIndexIntervalBytes = 4096
+	DefaultReserveAhead       = 8 << 20
+)
+
+func (o Options) withDefaults() Options {
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.IndexMaxBytes <= 0 {
+		o.IndexMaxBytes = DefaultIndexMaxBytes
+	}
+	if o.IndexIntervalBytes <= 0 {
+		o.IndexIntervalBytes = DefaultIndexIntervalBytes
+	}
+	if o.ReserveAhead <= 0 {
+		o.ReserveAhead = DefaultReserveAhead
+	}
+	o.ReserveAhead = min(o.ReserveAhead, o.MaxBytes)
+	return o
+}
+
+// FileName returns the name of a segment file: the base offset as 20 digits
+// and the suffix (".log", ".index", ".timeindex", ...).
+func FileName(base int64, suffix string) string { return fmt.Sprintf("%020d%s", base, suffix) }
+
+// Segment is one segment. Fields are owned by the partition's writer unless
+// marked atomic; readers use only Base, Published, Read and the indexes'
+// lookups.
+type Segment struct {
+	dir  string
+	base int64
+	opts Options
+
+	log  *os.File
+	fd   int // log's descriptor, for syscalls without a closure per call
+	m    *mmap.Mapping
+	data []byte // the mapping; len = mapped capacity
+
+	offsets *index.OffsetIndex
+	times   *index.TimeIndex
+
+	// Writer-owned.
+	size            int64 // bytes written
+	bytesSinceIndex int64
+	nextOffset      int64 // offset after the last batch
+	maxTimestamp    int64 // largest batch maxTimestamp so far
+	maxTimestampOff int64 // its batch's last offset
+	firstTimestamp  int64 // maxTimestamp of the first append, for time-based rolls
+	sealed          bool
+	indexSuspect    bool                   // an index was missing or corrupt at open: Recover rebuilds it
+	hdr             [batch.HeaderSize]byte // pwrite scratch
+
+	// reserved is the file size backed by allocated blocks. The writer
+	// reads it without the lock on the fast path; resMu serializes the
+	// writer with a background Prepare, never two producers.
+	reserved atomic.Int64
+	resMu    sync.Mutex
+
+	// published is how many bytes readers may see. It is stored after the
+	// bytes below it are written (by the writer, or after the sync that made
+	// them durable), and Go atomics are sequentially consistent, so a reader
+	// that loads n and then reads data[:n] sees those bytes complete.
+	published atomic.Int64
+}
+
+// Create makes a new, empty active segment at base in dir.
+func Create(dir string, base int64, opts Options) (*Segment, error) {
+	opts = opts.withDefaults()
+	path := filepath.Join(dir, FileName(base, ".log"))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create segment %s: %w", path, errors.Join(ErrIO, err))
+	}
+	s := &Segment{dir: dir, base: base, opts: opts, log: f, fd: int(f.Fd()), nextOffset: base,
+		maxTimestamp: -1, maxTimestampOff: base, firstTimestamp: -1}
+	if err := s.openActive(0); err != nil {
+		s.closeFiles()
+		os.Remove(path)
+		return nil, err
+	}
+	return s, nil
+}
+
+// openActive maps the full capacity, reserves the first chunk and opens the
+// indexes for writing. size is the valid data already in the file.
+func (s *Segment) openActive(size int64) error {
+	st, err := s.log.Stat()
+	if err != nil {
+		return fmt.Errorf("cannot stat %s: %w", s.log.Name(), errors.Join(ErrIO, err))
+	}
+	capacity := max(s.opts.MaxBytes, st.Size())
+	if s.m, err = mmap.Map(s.log, 0, int(capacity), true); err != nil {
+		return fmt.Errorf("cannot map segment: %w", errors.Join(ErrIO, err))
+	}
+	s.data = s.m.Bytes()
+	// The file's current length is already backed by blocks (it was either
+	// reserved by us or written); anything past it is not.
+	s.reserved.Store(st.Size())
+	s.size = size
+	s.published.Store(size)
+	if err := s.reserve(size); err != nil {
+		return err
+	}
+	return s.openIndexes(true)
+}
+
+func (s *Segment) path(suffix string) string { return filepath.Join(s.dir, FileName(s.base, suffix)) }
+
+// Base returns the segment's base offset.
+func (s *Segment) Base() int64 { return s.base }
+
+// Size returns the bytes written (writer only).
+func (s *Segment) Size() int64 { return s.size }
+
+// NextOffset returns the offset after the last batch (writer only).
+func (s *Segment) NextOffset() int64 { return s.nextOffset }
+
+// Published returns the bytes readers may see.
+func (s *Segment) Published() int64 { return s.published.Load() }
+
+// Publish lets readers see the first n bytes. The published size only
+// grows: the writer and a syncer may publish concurrently, each with the
+// size it knows, and the larger wins.
+func (s *Segment) Publish(n int64) {
+	for {
+		cur := s.published.Load()
+		if n <= cur || s.published.CompareAndSwap(cur, n) {
+			return
+		}
+	}
+}
+
+// MaxTimestamp returns the largest batch timestamp and the last offset of
+// its batch (writer only), -1 if the segment is empty.
+func (s *Segment) MaxTimestamp() (ts, offset int64) { return s.maxTimestamp, s.maxTimestampOff }
+
+// FirstTimestamp returns the max timestamp of the first append, -1 if none.
+func (s *Segment) FirstTimestamp() int64 { return s.firstTimestamp }
+
+// IndexFull reports whether either index has no room for another entry.
+func (s *Segment) IndexFull() bool { return s.offsets.Full() || s.times.Full() }
+
+// Fits reports whether a batch of n bytes ending at lastOffset can be
+// appended: within capacity, indexes not full, last offset within int32 of
+// the base.
+func (s *Segment) Fits(n int, lastOffset int64) bool {
+	return s.size+int64(n) <= s.opts.MaxBytes && !s.IndexFull() && lastOffset-s.base <= 1<<31-1
+}
+
+// Append writes b at the end of the segment with its base offset stamped
+// as baseOffset (in the segment's copy: the caller's bytes are not
+// modified, and the CRC does not cover the field), and indexes it. It does
+// not publish. On error nothing is written and the segment is unchanged.
+func (s *Segment) Append(b batch.Batch, baseOffset int64) (pos int64, err error) {
+	if s.sealed {
+		return 0, ErrSealed
+	}
+	n := int64(len(b))
+	if s.size+n > s.opts.MaxBytes || s.size+n > int64(len(s.data)) {
+		return 0, fmt.Errorf("cannot append %d bytes at %d of %d: %w", n, s.size, s.opts.MaxBytes, ErrFull)
+	}
+	last := baseOffset + int64(b.LastOffsetDelta())
+	if baseOffset < s.nextOffset || last-s.base > 1<<31-1 || s.IndexFull() {
+		return 0, fmt.Errorf("cannot index offset %d in segment %d: %w", last, s.base, ErrFull)
+	}
+	end := s.size + n
+	if err := s.reserve(end); err != nil {
+		return 0, err
+	}
+	pos = s.size
+	if s.opts.Mode == WritePwrite {
+		// The stamped header goes from a scratch copy, the rest straight
+		// from the caller: one pwritev, no extra copy of the payload.
+		copy(s.hdr[:], b[:batch.HeaderSize])
+		batch.Batch(s.hdr[:]).SetBaseOffset(baseOffset)
+		if err := pwritev(s.fd, s.hdr[:], b[batch.HeaderSize:], pos); err != nil {
+			return 0, fmt.Errorf("cannot write %d bytes at %d: %w", n, pos, ioErr(err))
+		}
+	} else {
+		copy(s.data[pos:end], b)
+		batch.Batch(s.data[pos:end]).SetBaseOffset(baseOffset)
+	}
+	if err := s.index(b, baseOffset, pos); err != nil {
+		return 0, err
+	}
+	s.size = end
+	return pos, nil
+}
+
+// index records b, written at pos, in the indexes, with Kafka's sparse rule:
+// an entry is written when more than IndexIntervalBytes were appended since
+// the previous one, before counting this append.
+func (s *Segment) index(b batch.Batch, baseOffset, pos int64) error {
+	ts, last := b.MaxTimestamp(), baseOffset+int64(b.LastOffsetDelta())
+	if s.firstTimestamp < 0 {
+		s.firstTimestamp = ts
+	}
+	if ts > s.maxTimestamp {
+		s.maxTimestamp, s.maxTimestampOff = ts, last
+	}
+	if s.bytesSinceIndex > s.opts.IndexIntervalBytes {
+		if err := s.offsets.Append(last, pos); err != nil {
+			return fmt.Errorf("cannot index batch at %d: %w", pos, err)
+		}
+		if err := s.times.MaybeAppend(s.maxTimestamp, s.maxTimestampOff); err != nil {
+			return fmt.Errorf("cannot time-index batch at %d: %w", pos, err)
+		}
+		s.bytesSinceIndex = 0
+	}
+	s.bytesSinceIndex += int64(len(b))
+	s.nextOffset = last + 1
+	return nil
+}
+
+// reserve makes sure blocks back the file up to end, reserving ReserveAhead
+// more while at it.
+func (s *Segment) reserve(end int64) error {
+	if end <= s.reserved.Load() {
+		return nil
+	}
+	s.resMu.Lock()
+	defer s.resMu.Unlock()
+	return s.reserveLocked(end, end+s.opts.ReserveAhead)
+}
+
+func (s *Segment) reserveLocked(need, want int64) error {
+	have := s.reserved.Load()
+	if need <= have {
+		return nil
+	}
+	page := int64(mmap.PageSize())
+	want = min((want+page-1)/page*page, int64(len(s.data)))
+	want = max(want, need)
+	if err := mmap.Fallocate(s.log, have, want-have); err != nil {
+		// Retry with just what this append needs: the disk may have room
+		// for the batch but not for the whole chunk.
+		if want == need || mmap.Fallocate(s.log, have, need-have) != nil {
+			return fmt.Errorf("cannot reserve %d bytes for segment %d: %w", want-have, s.base, ioErr(err))
+		}
+		want = need
+	}
+	s.reserved.Store(want)
+	return nil
+}
+
+// Prepare reserves blocks and prefaults pages for the next ahead bytes past
+// the write cursor, so the writer does neither. It runs off the append path
+// (a background goroutine of the partition); cursor is the writer's size as
+// last seen.
+func (s *Segment) Prepare(cursor, ahead int64) error {
+	s.resMu.Lock()
+	err := s.reserveLocked(cursor+ahead, cursor+ahead)
+	end := min(s.reserved.Load(), cursor+ahead)
+	s.resMu.Unlock()
+	if err != nil {
+		return err
+	}
+	if s.opts.Mode == WriteMmap && end > cursor {
+		if err := s.m.PopulateWrite(int(cursor), int(end-cursor)); err != nil && !errors.Is(err, mmap.ErrPopulateUnsupported) {
+			return fmt.Errorf("cannot prefault segment %d: %w", s.base, errors.Join(ErrIO, err))
+		}
+	}
+	return nil
+}
+
+// Read returns the bytes [pos, end) of the segment, clamped to what is
+// published. The slice aliases the mapping: it is valid while the caller
+// holds a reference that keeps the segment from being closed.
+func (s *Segment) Read(pos, end int64) []byte {
+	pub := s.published.Load()
+	end = min(end, pub)
+	if pos >= end {
+		return nil
+	}
+	return s.data[pos:end:end]
+}
+
+// Lookup returns the position of the first batch whose last offset is >=
+// offset, searching only the published bytes, and false if there is none.
+func (s *Segment) Lookup(offset int64) (int64, bool) {
+	_, pos := s.offsets.Lookup(offset)
+	pub := s.published.Load()
+	for pos < pub {
+		b := batch.Batch(s.data[pos:pub])
+		n, err := batch.Size(b)
+		if err != nil {
+			return 0, false
+		}
+		if b.LastOffset() >= offset {
+			return pos, true
+		}
+		pos += int64(n)
+	}
+	return 0, false
+}
+
+// LookupTime returns the position of the first batch with a timestamp >= ts
+// (by max timestamp), and false if there is none.
+func (s *Segment) LookupTime(ts int64) (int64, bool) {
+	start := s.times.Lookup(ts)
+	pos, ok := s.Lookup(start)
+	if !ok {
+		return 0, false
+	}
+	pub := s.published.Load()
+	for pos < pub {
+		b := batch.Batch(s.data[pos:pub])
+		n, err := batch.Size(b)
+		if err != nil {
+			return 0, false
+		}
+		if b.MaxTimestamp() >= ts {
+			return pos, true
+		}
+		pos += int64(n)
+	}
+	return 0, false
+}
+
+// Sync makes everything written durable (fdatasync covers pages dirtied
+// through the mapping as well as by pwrite) and syncs the indexes.
+func (s *Segment) Sync() error {
+	if err := s.log.Sync(); err != nil {
+		return fmt.Errorf("cannot sync segment %d: %w", s.base, ioErr(err))
+	}
+	return s.SyncIndexes()
+}
+
+// SyncData syncs the .log only: what the always policy waits for. The
+// indexes are rebuilt from the log after a crash, so they need no sync on
+// the acknowledgement path.
+func (s *Segment) SyncData() error {
+	if err := fdatasync(s.fd); err != nil {
+		return fmt.Errorf("cannot sync segment %d: %w", s.base, ioErr(err))
+	}
+	return nil
+}
+
+// SyncIndexes syncs both indexes.
+func (s *Segment) SyncIndexes() error {
+	if err := s.offsets.Sync(); err != nil {
+		return fmt.Errorf("cannot sync offset index: %w", err)
+	}
+	if err := s.times.Sync(); err != nil {
+		return fmt.Errorf("cannot sync time index: %w", err)
+	}
+	return nil
+}
+
+// Seal ends writing: the final time-index entry, indexes and .log trimmed
+// to their real sizes and synced. Readers keep reading.
+func (s *Segment) Seal() error {
+	if s.sealed {
+		return nil
+	}
+	if s.maxTimestamp >= 0 {
+		if err := s.times.AppendFinal(s.maxTimestamp, s.maxTimestampOff); err != nil {
+			return fmt.Errorf("cannot finish time index: %w", err)
+		}
+	}
+	if err := s.offsets.Trim(); err != nil {
+		return fmt.Errorf("cannot trim offset index: %w", err)
+	}
+	if err := s.times.Trim(); err != nil {
+		return fmt.Errorf("cannot trim time index: %w", err)
+	}
+	if err := s.log.Truncate(s.size); err != nil {
+		return fmt.Errorf("cannot trim segment %d: %w", s.base, ioErr(err))
+	}
+	s.reserved.Store(s.size)
+	if err := s.Sync(); err != nil {
+		return err
+	}
+	s.sealed = true
+	return nil
+}
+
+// Sealed reports whether the segment takes no more appends.
+func (s *Segment) Sealed() bool { return s.sealed }
+
+// Close releases the mapping and files. The caller guarantees no reader
+// still uses a slice from Read.
+func (s *Segment) Close() error { return s.closeFiles() }
+
+func (s *Segment) closeFiles() error {
+	var errs []error
+	if s.m != nil {
+		errs = append(errs, s.m.Unmap())
+		s.m, s.data = nil, nil
+	}
+	if s.offsets != nil {
+		errs = append(errs, s.offsets.Close())
+	}
+	if s.times != nil {
+		errs = append(errs, s.times.Close())
+	}
+	if s.log != nil {
+		errs = append(errs, s.log.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Delete closes the segment and removes its files.
+func (s *Segment) Delete() error {
+	err := s.closeFiles()
+	for _, suffix := range []string{".log", ".index", ".timeindex", ".txnindex"} {
+		if e := os.Remove(s.path(suffix)); e != nil && !errors.Is(e, fs.ErrNotExist) {
+			err = errors.Join(err, e)
+		}
+	}
+	return err
+}
+
+func ioErr(err error) error {
+	if errors.Is(err, errNoSpace) {
+		return errors.Join(ErrNoSpace, err)
+	}
+	return errors.Join(ErrIO, err)
+}

@@ -1,0 +1,87 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/idemlog/idemlog/mmap"
+)
+
+// spareName is the name of a segment file created ahead of a roll. The
+// ".tmp" suffix makes recovery delete it if the process dies before the
+// roll renames it.
+const spareName = "spare.log.tmp"
+
+// Spare is a .log file created, reserved, mapped and prefaulted before the
+// roll that needs it, so the roll itself only renames it and creates the
+// indexes.
+type Spare struct {
+	dir  string
+	opts Options
+	f    *os.File
+	m    *mmap.Mapping
+}
+
+// CreateSpare prepares the next segment's .log in dir.
+func CreateSpare(dir string, opts Options) (*Spare, error) {
+	opts = opts.withDefaults()
+	path := filepath.Join(dir, spareName)
+	_ = os.Remove(path)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create spare segment: %w", ioErr(err))
+	}
+	sp := &Spare{dir: dir, opts: opts, f: f}
+	if err := mmap.Fallocate(f, 0, opts.ReserveAhead); err != nil {
+		sp.Discard()
+		return nil, fmt.Errorf("cannot reserve spare segment: %w", ioErr(err))
+	}
+	if sp.m, err = mmap.Map(f, 0, int(opts.MaxBytes), true); err != nil {
+		sp.Discard()
+		return nil, fmt.Errorf("cannot map spare segment: %w", ioErr(err))
+	}
+	if opts.Mode != WritePwrite {
+		if err := sp.m.PopulateWrite(0, int(opts.ReserveAhead)); err != nil && !errors.Is(err, mmap.ErrPopulateUnsupported) {
+			sp.Discard()
+			return nil, fmt.Errorf("cannot prefault spare segment: %w", ioErr(err))
+		}
+	}
+	return sp, nil
+}
+
+// Activate renames the spare to the segment at base and returns it, ready
+// for appends. The rename reaches the disk with the next sync of the
+// directory (the partition syncs it before acknowledging data in the new
+// segment under SyncAlways).
+func (sp *Spare) Activate(base int64) (*Segment, error) {
+	path := filepath.Join(sp.dir, FileName(base, ".log"))
+	if err := os.Rename(sp.f.Name(), path); err != nil {
+		sp.Discard()
+		return nil, fmt.Errorf("cannot activate spare segment: %w", ioErr(err))
+	}
+	s := &Segment{dir: sp.dir, base: base, opts: sp.opts, log: sp.f, fd: int(sp.f.Fd()), m: sp.m, data: sp.m.Bytes(),
+		nextOffset: base, maxTimestamp: -1, maxTimestampOff: base, firstTimestamp: -1}
+	s.reserved.Store(sp.opts.ReserveAhead)
+	sp.f, sp.m = nil, nil
+	if err := s.openIndexes(true); err != nil {
+		s.closeFiles()
+		os.Remove(path)
+		return nil, err
+	}
+	return s, nil
+}
+
+// Discard removes an unused spare.
+func (sp *Spare) Discard() {
+	if sp.m != nil {
+		_ = sp.m.Unmap()
+		sp.m = nil
+	}
+	if sp.f != nil {
+		_ = sp.f.Close()
+		_ = os.Remove(sp.f.Name())
+		sp.f = nil
+	}
+}
