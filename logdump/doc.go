@@ -31,4 +31,16 @@
 // and golden tests; keys, values and header values are base64 as
 // encoding/json writes []byte, with null for a null key or value and "" for
 // an empty one.
+//
+// DumpPath also takes a partition directory, whose .log files it dumps in
+// base-offset order, and the offset (.index) and time (.timeindex) indexes,
+// whose entries it prints as DumpLogSegments does, one JSON object per
+// entry with Options.JSON. The zeros that end an index never trimmed (its
+// log was not closed cleanly) are preallocated space, not entries.
+//
+// Verify (Linux only, as it maps files) checks segments instead of
+// printing them: a data directory, a partition directory or one segment,
+// each file with segment.VerifyFile, and across a partition's segments the
+// rules recovery relies on: offsets never overlap, and only the active
+// segment of a log not closed cleanly may end in zeros.
 package logdump

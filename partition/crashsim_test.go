@@ -1,5 +1,7 @@
 package partition
 
+import "time"
+
 // abandon stops l's background work without doing any of it and without
 // touching its files, leaving them as a process crash at this point would.
 // The log must not be used afterwards.
@@ -13,3 +15,5 @@ func (l *Log) abandon() {
 	close(l.maint.tasks)
 	l.bg.Wait()
 }
+
+func waitBriefly() { time.Sleep(time.Millisecond) }

@@ -90,8 +90,9 @@ type Log struct {
 	// unsealed are rolled segments the maintainer has not yet sealed; a
 	// group sync syncs them too. dirDirty: a segment file was created or
 	// renamed since the directory was last synced.
-	unsealed []*segRef
-	dirDirty bool
+	unsealed   []*segRef
+	unsealedMu sync.Mutex // guards unsealed; taken after mu, or alone
+	dirDirty   bool
 	// prefaulted is how far the active segment was handed to the
 	// maintainer for prefaulting.
 	prefaulted int64
@@ -265,7 +266,9 @@ func (l *Log) roll(base int64) error {
 		old.Publish(old.Size())
 	}
 	old.acquire() // the maintainer's reference, released after sealing
+	l.unsealedMu.Lock()
 	l.unsealed = append(l.unsealed, old)
+	l.unsealedMu.Unlock()
 	l.dirDirty = true
 	l.prefaulted = 0
 	l.active = newRef(next)

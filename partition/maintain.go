@@ -120,14 +120,16 @@ func (l *Log) sealRolled(seg *segRef, end int64) {
 	if err == nil {
 		err = syncDir(l.dir)
 	}
-	l.mu.Lock()
+	// Only unsealedMu, never mu: the writer may be blocked on a full task
+	// queue while holding mu, waiting for this goroutine.
+	l.unsealedMu.Lock()
 	for i, s := range l.unsealed {
 		if s == seg {
 			l.unsealed = append(l.unsealed[:i:i], l.unsealed[i+1:]...)
 			break
 		}
 	}
-	l.mu.Unlock()
+	l.unsealedMu.Unlock()
 	seg.release()
 	if err != nil {
 		l.fail(err)

@@ -3,6 +3,7 @@ package partition
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +19,7 @@ type groupSync struct {
 	syncing bool
 	durable int64 // offsets below are durable
 	err     error // the first sync failure; sticky
+	syncs   atomic.Int64
 }
 
 // advance records that offsets below end are durable (a roll synced them).
@@ -66,7 +68,9 @@ func (l *Log) syncOnce() (int64, error) {
 		l.mu.Unlock()
 		return 0, ErrClosed
 	}
+	l.unsealedMu.Lock()
 	pending := append(segs[:0], l.unsealed...)
+	l.unsealedMu.Unlock()
 	pending = append(pending, l.active)
 	size, end, dirDirty := l.active.Size(), l.leo, l.dirDirty
 	l.dirDirty = false
@@ -79,6 +83,7 @@ func (l *Log) syncOnce() (int64, error) {
 			s.release()
 		}
 	}()
+	l.sync.syncs.Add(1)
 	for _, s := range pending {
 		if err := s.SyncData(); err != nil {
 			l.fail(err)
@@ -96,9 +101,13 @@ func (l *Log) syncOnce() (int64, error) {
 			s.Publish(s.Size())
 		}
 		pending[len(pending)-1].Publish(size)
+	}
+	// The recovery point moves before the high watermark, so nobody can
+	// observe a visible offset that is not yet counted as durable.
+	storeMax(&l.recoveryPoint, end)
+	if l.durableOnly() {
 		storeMax(&l.hw, end)
 	}
-	storeMax(&l.recoveryPoint, end)
 	return end, nil
 }
 

@@ -5,14 +5,19 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/idemlog/idemlog/mmap"
 )
 
+// spareSeq numbers spare files: each has its own name, so one being made
+// can never be confused with one being discarded.
+var spareSeq atomic.Uint64
+
 // spareName is the name of a segment file created ahead of a roll. The
 // ".tmp" suffix makes recovery delete it if the process dies before the
 // roll renames it.
-const spareName = "spare.log.tmp"
+func spareName() string { return fmt.Sprintf("spare-%d.log.tmp", spareSeq.Add(1)) }
 
 // Spare is a .log file created, reserved, mapped and prefaulted before the
 // roll that needs it, so the roll itself only renames it and creates the
@@ -27,8 +32,7 @@ type Spare struct {
 // CreateSpare prepares the next segment's .log in dir.
 func CreateSpare(dir string, opts Options) (*Spare, error) {
 	opts = opts.withDefaults()
-	path := filepath.Join(dir, spareName)
-	_ = os.Remove(path)
+	path := filepath.Join(dir, spareName())
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create spare segment: %w", ioErr(err))

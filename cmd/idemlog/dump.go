@@ -15,12 +15,16 @@ const dumpSynopsis = "Usage: idemlog dump [--json] [--no-records] FILE...\n"
 const dumpAbout = `
 Decode Kafka log segments (.log files: record batches of magic 2 laid end to
 end, as idemlog and Kafka write them) and print every batch and its records,
-in the layout of Kafka's kafka-dump-log.sh.
+in the layout of Kafka's kafka-dump-log.sh. A FILE may also be a partition
+directory, whose .log files are dumped in base-offset order, or an offset
+index (.index) or time index (.timeindex), whose entries are printed; an
+index's base offset comes from its <20-digit base offset> name. Files are
+only read.
 
 A batch with a bad CRC or undecodable records is reported with its byte
-position and the dump goes on. A torn tail, an impossible batch length or an
-unknown magic stops the dump of that file at that position. Flags may come
-before or after the files.
+position and the dump goes on; so is an index entry out of order. A torn
+tail, an impossible batch length or an unknown magic stops the dump of that
+file at that position. Flags may come before or after the files.
 `
 
 const dumpDetails = `
@@ -31,8 +35,9 @@ Output:
   JSON: one object per batch per line, with the fields baseOffset,
   lastOffset, producerId, producerEpoch, baseSequence, isTransactional,
   isControl, compression, crcValid and records (offset, timestamp, key,
-  value, headers); keys and values are base64, null when null. Problems go
-  to stderr.
+  value, headers); keys and values are base64, null when null. Indexes:
+  {"offset":O,"position":P} or {"timestamp":T,"offset":O} per entry.
+  Problems go to stderr.
 
 Exit status: 0 if every file is clean, 1 if a file is corrupt, truncated or
 unreadable, 2 if the command line is wrong.
@@ -40,7 +45,7 @@ unreadable, 2 if the command line is wrong.
 
 func runDump(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("dump")
-	jsonOut := fs.Bool("json", false, "print one JSON object per batch per line")
+	jsonOut := fs.Bool("json", false, "print one JSON object per batch (or index entry) per line")
 	noRecords := fs.Bool("no-records", false, "print batches without their records")
 	maxBatch := fs.Int("max-batch-bytes", logdump.DefaultMaxBatchSize,
 		"largest batch accepted, in `bytes`; a larger length field counts as corruption")
@@ -93,9 +98,18 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 	// Every file is dumped even after a bad one: when a partition is
 	// damaged, what the other segments hold is exactly what one wants.
 	for _, f := range files {
-		if _, err := logdump.DumpFile(stdout, f, opts); err != nil {
-			fmt.Fprintf(stderr, "idemlog dump: %v\n", err)
-			status = exitFail
+		err := logdump.DumpPath(stdout, f, opts)
+		if err == nil {
+			continue
+		}
+		status = exitFail
+		// A directory's bad files come joined; each gets its own line.
+		errs := []error{err}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = j.Unwrap()
+		}
+		for _, e := range errs {
+			fmt.Fprintf(stderr, "idemlog dump: %v\n", e)
 		}
 	}
 	return status

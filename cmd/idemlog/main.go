@@ -34,7 +34,8 @@ var commands []command
 
 func init() {
 	commands = []command{
-		{"dump", "print the record batches of Kafka .log segment files", runDump},
+		{"dump", "print the record batches of Kafka segments and their index entries", runDump},
+		{"verify", "check segments, indexes and offset continuity of partitions", runVerify},
 	}
 }
 

@@ -1,0 +1,442 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/index"
+	"github.com/idemlog/idemlog/logdump"
+	"github.com/idemlog/idemlog/partition"
+	"github.com/idemlog/idemlog/segment"
+)
+
+const (
+	testBatches = 60
+	testRecords = 4 // per batch
+)
+
+// testPartition is a partition written by the engine and closed cleanly.
+type testPartition struct {
+	data, dir string
+	segs      []string // .log paths in base order
+	bases     []int64
+}
+
+// buildPartition writes testBatches batches through partition.Log with
+// segments small enough to roll several times and an index interval small
+// enough to give every segment index entries.
+func buildPartition(t *testing.T) testPartition {
+	t.Helper()
+	data := t.TempDir()
+	dir := filepath.Join(data, "orders-0")
+	l, err := partition.Open(dir, partition.Options{Segment: segment.Options{MaxBytes: 4096, IndexIntervalBytes: 256, IndexMaxBytes: 4096}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := batch.NewBuilder(batch.CodecNone)
+	for i := range testBatches {
+		b.Reset(batch.CodecNone)
+		for j := range testRecords {
+			b.Append(1700000000000+int64(i*1000+j), fmt.Appendf(nil, "k%d", i), bytes.Repeat([]byte{byte('a' + i%26)}, 40), nil)
+		}
+		out, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Append(out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := testPartition{data: data, dir: dir}
+	p.segs, _ = filepath.Glob(filepath.Join(dir, "*.log"))
+	if len(p.segs) < 4 {
+		t.Fatalf("want at least 4 segments, got %q", p.segs)
+	}
+	for _, s := range p.segs {
+		base, ok := segment.ParseName(filepath.Base(s), ".log")
+		if !ok {
+			t.Fatalf("unexpected file %s", s)
+		}
+		p.bases = append(p.bases, base)
+	}
+	return p
+}
+
+// mid is the index of a segment with segments on both sides.
+const mid = 1
+
+func (p testPartition) file(i int, suffix string) string {
+	return filepath.Join(p.dir, segment.FileName(p.bases[i], suffix))
+}
+
+// batchStarts returns the position of every batch in a .log file.
+func batchStarts(t *testing.T, path string) []int64 {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var starts []int64
+	for pos := 0; pos < len(data); {
+		n, err := batch.Size(data[pos:])
+		if err != nil {
+			t.Fatalf("%s at %d: %v", path, pos, err)
+		}
+		starts = append(starts, int64(pos))
+		pos += n
+	}
+	return starts
+}
+
+func modify(t *testing.T, path string, f func([]byte) []byte) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, f(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func wantExit(t *testing.T, want int, args ...string) (stdout, stderr string) {
+	t.Helper()
+	code, stdout, stderr := runCLI(args...)
+	if code != want {
+		t.Fatalf("%q: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", args, code, want, stdout, stderr)
+	}
+	return stdout, stderr
+}
+
+func TestVerifyUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		has  string
+	}{
+		{[]string{"help", "verify"}, 0, "Usage: idemlog verify"},
+		{[]string{"verify", "--help"}, 0, "Exit status:"},
+		{[]string{"--help"}, 0, "\n  verify "},
+		{[]string{"verify"}, 2, "missing PATH"},
+		{[]string{"verify", "--bogus", sample}, 2, "not defined: -bogus"},
+		{[]string{"verify", sample, "--max-batch-bytes", "10"}, 2, "below the 61-byte"},
+		{[]string{"verify", "--max-batch-bytes", "x", sample}, 2, "invalid value"},
+	} {
+		code, stdout, stderr := runCLI(c.args...)
+		if code != c.code || !strings.Contains(stdout+stderr, c.has) {
+			t.Errorf("%q: exit %d, want %d with %q; stdout %q stderr %q", c.args, code, c.code, c.has, stdout, stderr)
+		}
+		if code == 2 && !strings.Contains(stderr, "Usage: idemlog verify") {
+			t.Errorf("%q: no usage on stderr: %q", c.args, stderr)
+		}
+	}
+}
+
+func TestVerifyClean(t *testing.T) {
+	p := buildPartition(t)
+	for _, path := range []string{p.data, p.dir} {
+		stdout, stderr := wantExit(t, 0, "verify", path)
+		if stderr != "" {
+			t.Errorf("stderr %q", stderr)
+		}
+		for _, s := range p.segs {
+			if !strings.Contains(stdout, s+": ") {
+				t.Errorf("verify %s does not mention %s:\n%s", path, s, stdout)
+			}
+		}
+		total := testBatches * testRecords
+		for _, want := range []string{
+			fmt.Sprintf("%s: partition of %d segments, %d batches, %d records", p.dir, len(p.segs), testBatches, total),
+			fmt.Sprintf("offsets 0..%d, no gaps, closed cleanly\n", total),
+			fmt.Sprintf("Summary: 1 partition, %d segments, %d batches", len(p.segs), testBatches),
+			": OK\n",
+		} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("verify %s: no %q in:\n%s", path, want, stdout)
+			}
+		}
+	}
+	// Every sealed segment got index entries, and verify checked them.
+	stdout, _ := wantExit(t, 0, "verify", p.file(mid, ".log"))
+	if strings.Contains(stdout, "index 0 entries") || strings.Contains(stdout, "no index") ||
+		!strings.Contains(stdout, fmt.Sprintf("offsets %d..%d", p.bases[1], p.bases[2])) {
+		t.Errorf("one segment:\n%s", stdout)
+	}
+	// An index path stands for its segment.
+	if out, _ := wantExit(t, 0, "verify", p.file(mid, ".timeindex")); out != stdout {
+		t.Errorf("verify of the .timeindex:\n%s\nwant:\n%s", out, stdout)
+	}
+}
+
+func TestVerifyCorruptBatch(t *testing.T) {
+	p := buildPartition(t)
+	good := buildPartition(t)
+	path := p.file(mid, ".log")
+	starts := batchStarts(t, path)
+	at := starts[1]
+	modify(t, path, func(b []byte) []byte { b[at+batch.HeaderSize+4] ^= 0x40; return b })
+	// The bad PATH stops at its bad file; the good one is still checked.
+	stdout, stderr := wantExit(t, 1, "verify", p.data, good.dir)
+	want := fmt.Sprintf("%s: batch at position %d", path, at)
+	if !strings.Contains(stderr, want) || !strings.Contains(stdout, "error: "+want) {
+		t.Errorf("want %q on stdout and stderr; stdout:\n%s\nstderr:\n%s", want, stdout, stderr)
+	}
+	if strings.Contains(stdout, p.file(mid+1, ".log")) {
+		t.Errorf("went on past the bad file:\n%s", stdout)
+	}
+	if !strings.Contains(stdout, good.dir+": partition of") || !strings.HasSuffix(stdout, ": 1 of 2 paths FAILED\n") {
+		t.Errorf("good partition not checked or summary wrong:\n%s", stdout)
+	}
+	// The library says what went wrong in terms errors.Is knows.
+	if _, err := logdump.Verify(&bytes.Buffer{}, p.dir, logdump.VerifyOptions{}); !errors.Is(err, batch.ErrCRC) {
+		t.Errorf("Verify: %v, want batch.ErrCRC", err)
+	}
+}
+
+func TestVerifyTruncated(t *testing.T) {
+	p := buildPartition(t)
+	path := p.file(mid, ".log")
+	starts := batchStarts(t, path)
+	modify(t, path, func(b []byte) []byte { return b[:len(b)-10] })
+	_, stderr := wantExit(t, 1, "verify", p.dir)
+	if want := fmt.Sprintf("%s: batch at position %d", path, starts[len(starts)-1]); !strings.Contains(stderr, want) {
+		t.Errorf("stderr %q, want %q", stderr, want)
+	}
+}
+
+func TestVerifyCorruptIndex(t *testing.T) {
+	p := buildPartition(t)
+	path := p.file(mid, ".index")
+	modify(t, path, func(b []byte) []byte {
+		if len(b) < 8 {
+			t.Fatalf("%s has no entries", path)
+		}
+		binary.BigEndian.PutUint32(b[4:], binary.BigEndian.Uint32(b[4:])+1)
+		return b
+	})
+	_, stderr := wantExit(t, 1, "verify", p.data)
+	if !strings.Contains(stderr, path+": entry 0 points at position") || !strings.Contains(stderr, "not a batch start") {
+		t.Errorf("stderr %q does not name %s and the entry", stderr, path)
+	}
+}
+
+func TestVerifyNoIndexes(t *testing.T) {
+	p := buildPartition(t)
+	for i := range p.segs {
+		if err := os.Remove(p.file(i, ".index")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stdout, _ := wantExit(t, 0, "verify", p.dir)
+	if n := strings.Count(stdout, ", no index, timeindex "); n != len(p.segs) {
+		t.Errorf("%d segments say no index, want %d:\n%s", n, len(p.segs), stdout)
+	}
+}
+
+// A bare Kafka segment under a name that is not a base offset takes its
+// base from its first batch.
+func TestVerifyBareSegment(t *testing.T) {
+	p := buildPartition(t)
+	bare := filepath.Join(t.TempDir(), "sample.log")
+	copyFile(t, p.file(mid, ".log"), bare)
+	stdout, _ := wantExit(t, 0, "verify", bare, sample)
+	for _, want := range []string{
+		fmt.Sprintf("%s: ", bare), fmt.Sprintf("offsets %d..%d, no index, no timeindex", p.bases[1], p.bases[2]),
+		sample + ": 10 batches, 31 records, 1478 bytes, offsets 0..31",
+		"Summary: 0 partitions, 2 segments",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("no %q in:\n%s", want, stdout)
+		}
+	}
+	// A directory of such files checks each on its own.
+	stdout, _ = wantExit(t, 0, "verify", filepath.Dir(bare))
+	if !strings.Contains(stdout, "Summary: 0 partitions, 1 segment,") {
+		t.Errorf("directory of bare segments:\n%s", stdout)
+	}
+	// In a partition directory, such a file is no part of the log.
+	copyFile(t, sample, filepath.Join(p.dir, "stray.log"))
+	stdout, _ = wantExit(t, 0, "verify", p.dir)
+	if !strings.Contains(stdout, "note: "+filepath.Join(p.dir, "stray.log")+" is not named") {
+		t.Errorf("stray file:\n%s", stdout)
+	}
+}
+
+func TestVerifyOverlap(t *testing.T) {
+	p := buildPartition(t)
+	// Named one above the first segment's base, holding the second's
+	// batches: sound on its own, but it starts inside the first segment.
+	dup := filepath.Join(p.dir, segment.FileName(p.bases[0]+1, ".log"))
+	copyFile(t, p.file(1, ".log"), dup)
+	if _, stderr := wantExit(t, 1, "verify", p.dir); !strings.Contains(stderr, dup+": base offset") || !strings.Contains(stderr, "overlaps") {
+		t.Errorf("stderr %q", stderr)
+	}
+}
+
+func TestVerifyGap(t *testing.T) {
+	p := buildPartition(t)
+	for _, suffix := range []string{".log", ".index", ".timeindex"} {
+		if err := os.Remove(p.file(1, suffix)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stdout, _ := wantExit(t, 0, "verify", p.dir)
+	if want := fmt.Sprintf(", %d offsets skipped,", p.bases[2]-p.bases[1]); !strings.Contains(stdout, want) {
+		t.Errorf("no %q in:\n%s", want, stdout)
+	}
+}
+
+func TestVerifyZeroTail(t *testing.T) {
+	p := buildPartition(t)
+	last := len(p.segs) - 1
+	zeros := func(b []byte) []byte { return append(b, make([]byte, 4096)...) }
+	modify(t, p.file(last, ".log"), zeros)
+	// Closed cleanly: the active segment was trimmed, so zeros are damage.
+	if _, stderr := wantExit(t, 1, "verify", p.dir); !strings.Contains(stderr, p.file(last, ".log")+": 4096 zero bytes") {
+		t.Errorf("stderr %q", stderr)
+	}
+	if err := os.Remove(filepath.Join(p.dir, ".kafka_cleanshutdown")); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _ := wantExit(t, 0, "verify", p.dir)
+	if !strings.Contains(stdout, "note: "+p.file(last, ".log")+" ends in 4096 zero bytes") || !strings.Contains(stdout, "not closed cleanly") {
+		t.Errorf("stdout:\n%s", stdout)
+	}
+	// Kafka keeps the marker in the data directory.
+	if err := os.WriteFile(filepath.Join(p.data, ".kafka_cleanshutdown"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantExit(t, 1, "verify", p.dir)
+	if err := os.Remove(filepath.Join(p.data, ".kafka_cleanshutdown")); err != nil {
+		t.Fatal(err)
+	}
+	// Only the last segment may have been active.
+	modify(t, p.file(mid, ".log"), zeros)
+	if _, stderr := wantExit(t, 1, "verify", p.dir); !strings.Contains(stderr, p.file(mid, ".log")+": 4096 zero bytes") {
+		t.Errorf("stderr %q", stderr)
+	}
+}
+
+func TestDumpPartition(t *testing.T) {
+	p := buildPartition(t)
+	stdout, _ := wantExit(t, 0, "dump", "--no-records", p.dir)
+	if n := strings.Count(stdout, "Dumping "); n != len(p.segs) {
+		t.Errorf("%d files dumped, want %d", n, len(p.segs))
+	}
+	for i, s := range p.segs {
+		hdr := "Dumping " + s + "\nbaseOffset: " + fmt.Sprint(p.bases[i]) + " "
+		if i > 0 && strings.Index(stdout, hdr) < strings.Index(stdout, "Dumping "+p.segs[i-1]+"\n") || !strings.Contains(stdout, hdr) {
+			t.Errorf("%s missing or out of order", s)
+		}
+	}
+	stdout, _ = wantExit(t, 0, "dump", "--json", p.dir)
+	if n := strings.Count(stdout, "\n"); n != testBatches {
+		t.Errorf("%d JSON lines, want %d", n, testBatches)
+	}
+	// A bad segment does not keep the others from being dumped.
+	modify(t, p.file(mid, ".log"), func(b []byte) []byte { return b[:len(b)-10] })
+	stdout, stderr := wantExit(t, 1, "dump", p.dir)
+	if strings.Count(stdout, "Dumping ") != len(p.segs) || !strings.Contains(stderr, p.file(mid, ".log")) {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	}
+	wantExit(t, 1, "dump", t.TempDir())
+}
+
+func TestDumpIndexes(t *testing.T) {
+	p := buildPartition(t)
+	const i = mid
+	x, err := index.OpenOffsetReadOnly(p.file(i, ".index"), p.bases[i])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text, js strings.Builder
+	for e := range x.Entries() {
+		off, pos := x.Entry(e)
+		fmt.Fprintf(&text, "offset: %d position: %d\n", off, pos)
+		fmt.Fprintf(&js, `{"offset":%d,"position":%d}`+"\n", off, pos)
+	}
+	n := x.Entries()
+	x.Close()
+	if n == 0 {
+		t.Fatal("no offset index entries")
+	}
+	ti, err := index.OpenTimeReadOnly(p.file(i, ".timeindex"), p.bases[i])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ttext, tjs strings.Builder
+	for e := range ti.Entries() {
+		ts, off := ti.Entry(e)
+		fmt.Fprintf(&ttext, "timestamp: %d offset: %d\n", ts, off)
+		fmt.Fprintf(&tjs, `{"timestamp":%d,"offset":%d}`+"\n", ts, off)
+	}
+	tn := ti.Entries()
+	ti.Close()
+
+	check := func(path, wantText, wantJSON string, entries int, zeros string) {
+		t.Helper()
+		stdout, _ := wantExit(t, 0, "dump", path)
+		want := "Dumping " + path + "\n" + wantText + fmt.Sprintf("Summary: %d entries, 0 bad%s\n", entries, zeros)
+		if stdout != want {
+			t.Errorf("dump %s:\n%s\nwant:\n%s", path, stdout, want)
+		}
+		stdout, _ = wantExit(t, 0, "dump", "--json", path)
+		if stdout != wantJSON {
+			t.Errorf("dump --json %s:\n%s\nwant:\n%s", path, stdout, wantJSON)
+		}
+		for l := range strings.Lines(stdout) {
+			var m map[string]int64
+			if err := json.Unmarshal([]byte(l), &m); err != nil || len(m) != 2 {
+				t.Errorf("bad JSON line %q: %v", l, err)
+			}
+		}
+	}
+	check(p.file(i, ".index"), text.String(), js.String(), n, "")
+	check(p.file(i, ".timeindex"), ttext.String(), tjs.String(), tn, "")
+
+	// An index that was never trimmed ends in zeros that are not entries.
+	modify(t, p.file(i, ".index"), func(b []byte) []byte { return append(b, make([]byte, 800)...) })
+	modify(t, p.file(i, ".timeindex"), func(b []byte) []byte { return append(b, make([]byte, 1200)...) })
+	check(p.file(i, ".index"), text.String(), js.String(), n, ", 800 bytes of preallocated zeros after the last")
+	check(p.file(i, ".timeindex"), ttext.String(), tjs.String(), tn, ", 1200 bytes of preallocated zeros after the last")
+
+	// The base offset comes from the name.
+	odd := filepath.Join(t.TempDir(), "x.index")
+	copyFile(t, p.file(i, ".index"), odd)
+	if _, stderr := wantExit(t, 1, "dump", odd); !strings.Contains(stderr, "20-digit") {
+		t.Errorf("stderr %q", stderr)
+	}
+	// An entry out of order is shown and reported.
+	modify(t, p.file(i, ".index"), func(b []byte) []byte {
+		binary.BigEndian.PutUint32(b[0:], 1<<20)
+		return b
+	})
+	stdout, stderr := wantExit(t, 1, "dump", p.file(i, ".index"))
+	if !strings.Contains(stdout, "error: entry 1 ") || !strings.Contains(stderr, "entry 1 ") {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	}
+}

@@ -1,0 +1,323 @@
+//go:build linux
+
+package logdump
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/idemlog/idemlog/segment"
+)
+
+// cleanShutdownFile is the marker a clean close leaves. idemlog keeps it in
+// the partition directory, Kafka in the data directory above.
+const cleanShutdownFile = ".kafka_cleanshutdown"
+
+// VerifyOptions control Verify.
+type VerifyOptions struct {
+	// MaxBatchSize is the largest batch accepted, in bytes. 0 means
+	// DefaultMaxBatchSize.
+	MaxBatchSize int
+}
+
+// VerifySummary totals what Verify checked.
+type VerifySummary struct {
+	Partitions int   // partition directories walked
+	Segments   int   // .log files that passed
+	Batches    int64 // in the files that passed
+	Records    int64
+	Bytes      int64 // of batches; zero tails are not counted
+	// Skipped counts the offsets missing between batches, within and
+	// across segments: gaps that Kafka's compaction leaves.
+	Skipped int64
+	// Notes counts what was accepted but reported: zero tails of active
+	// segments of logs not closed cleanly, and .log files in a partition
+	// directory that are no part of its log.
+	Notes int
+}
+
+// Add adds o's counts to s, to total several Verify calls.
+func (s *VerifySummary) Add(o VerifySummary) {
+	s.Partitions += o.Partitions
+	s.Segments += o.Segments
+	s.Batches += o.Batches
+	s.Records += o.Records
+	s.Bytes += o.Bytes
+	s.Skipped += o.Skipped
+	s.Notes += o.Notes
+}
+
+// Verify checks the segments at path without modifying anything, writing
+// one line per file to w, and returns what it checked. path is a data
+// directory (a directory whose subdirectories are partition directories),
+// a partition directory (a directory holding .log files), or a single
+// segment file of any name; an .index or .timeindex path stands for the
+// segment it indexes.
+//
+// Each segment is checked with segment.VerifyFile: every batch, and the
+// indexes beside it. Across a partition's segments, in base-offset order,
+// each base must be at or above the offset where the previous segment
+// ended; gaps are counted in VerifySummary.Skipped. An all-zero tail is
+// accepted, as a note, only on the last segment of a log that was not
+// closed cleanly: it is the unfinished active segment, which opening the
+// partition recovers. Anywhere else it is corruption.
+//
+// The first bad file ends the walk: the error names it and the byte
+// position or index entry, and is also written to w on an "error:" line.
+func Verify(w io.Writer, path string, opts VerifyOptions) (VerifySummary, error) {
+	v := &verifier{w: w, maxBatch: opts.MaxBatchSize}
+	if v.maxBatch <= 0 {
+		v.maxBatch = DefaultMaxBatchSize
+	}
+	err := v.path(path)
+	if err != nil {
+		v.printf("error: %v\n", err)
+	}
+	if v.writeErr != nil {
+		return v.sum, fmt.Errorf("cannot write verify report: %w", v.writeErr)
+	}
+	return v.sum, err
+}
+
+type verifier struct {
+	w        io.Writer
+	maxBatch int
+	sum      VerifySummary
+	writeErr error
+}
+
+func (v *verifier) path(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("cannot verify: %w", err)
+	}
+	if !st.IsDir() {
+		return v.single(path)
+	}
+	segs, others, err := listLogs(path)
+	if err != nil {
+		return err
+	}
+	if len(segs)+len(others) > 0 {
+		return v.logDir(path, segs, others)
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return fmt.Errorf("cannot list %s: %w", path, err)
+	}
+	found := false
+	for _, e := range entries {
+		dir := filepath.Join(path, e.Name())
+		// Stat, not e.IsDir: a partition directory may be a symlink.
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			continue
+		}
+		segs, others, err := listLogs(dir)
+		if err != nil {
+			return err
+		}
+		// A directory without .log files is something else kept in the
+		// data directory, not a partition.
+		if len(segs)+len(others) == 0 {
+			continue
+		}
+		found = true
+		if err := v.logDir(dir, segs, others); err != nil {
+			return err
+		}
+	}
+	if !found {
+		return fmt.Errorf("cannot verify %s: no .log files in it or in its subdirectories", path)
+	}
+	return nil
+}
+
+// logDir verifies a directory holding .log files: a partition directory
+// if any is named as a segment, else a directory of unrelated segments
+// (such as testdata/), each checked on its own.
+func (v *verifier) logDir(dir string, segs []segmentFile, others []string) error {
+	if len(segs) > 0 {
+		return v.partition(dir, segs, others)
+	}
+	for _, path := range others {
+		if err := v.single(path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// single verifies one file on its own.
+func (v *verifier) single(path string) error {
+	for _, suffix := range []string{".index", ".timeindex"} {
+		if stem, ok := strings.CutSuffix(path, suffix); ok {
+			path = stem + ".log"
+		}
+	}
+	dir := filepath.Dir(path)
+	// Its zero tail is acceptable only if it is the partition's last
+	// segment; a file not named as a segment is not part of a partition.
+	last := true
+	if base, ok := parseBase(filepath.Base(path), ".log"); ok {
+		segs, _, err := listLogs(dir)
+		if err != nil {
+			return err
+		}
+		last = len(segs) == 0 || segs[len(segs)-1].base <= base
+	}
+	r, err := v.file(path, last && !closedCleanly(dir))
+	if err != nil {
+		return err
+	}
+	v.sum.Add(summaryOf(r))
+	return nil
+}
+
+// partition verifies a partition directory's segments and the continuity
+// of offsets across them.
+func (v *verifier) partition(dir string, segs []segmentFile, others []string) error {
+	clean := closedCleanly(dir)
+	var sum VerifySummary
+	first, next := int64(-1), int64(-1)
+	var prev string
+	for i, s := range segs {
+		if next >= 0 && s.base < next {
+			return fmt.Errorf("%s: base offset %d overlaps %s, which ends below offset %d: %w",
+				s.path, s.base, filepath.Base(prev), next, segment.ErrVerify)
+		}
+		r, err := v.file(s.path, i == len(segs)-1 && !clean)
+		if err != nil {
+			return err
+		}
+		start := r.FirstOffset
+		if start < 0 {
+			start = r.Base
+		}
+		one := summaryOf(r)
+		if first < 0 {
+			first = start
+		} else {
+			one.Skipped += start - next
+		}
+		// The totals take each segment as it passes, so that they say how
+		// far the check got when a later one fails.
+		sum.Add(one)
+		v.sum.Add(one)
+		next, prev = r.NextOffset, s.path
+	}
+	v.sum.Partitions++
+	v.printf("%s: partition of %s, %s, %s, %d bytes", dir, count(int64(len(segs)), "segment", "segments"),
+		count(sum.Batches, "batch", "batches"), count(sum.Records, "record", "records"), sum.Bytes)
+	v.printf(", offsets %d..%d", first, next)
+	state := "closed cleanly"
+	if !clean {
+		state = "not closed cleanly"
+	}
+	v.printf(", %s, %s\n", skipped(sum.Skipped), state)
+	for _, path := range others {
+		v.printf("note: %s is not named <20-digit base offset>.log, so it is no part of the log; checking it on its own\n", path)
+		v.sum.Notes++
+		if err := v.single(path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// file verifies one segment and prints its line. zeroTailOK says whether an all-zero tail is the unfinished active
+// segment of a log that was not closed cleanly.
+func (v *verifier) file(path string, zeroTailOK bool) (segment.Report, error) {
+	r, err := segment.VerifyFile(path, v.maxBatch)
+	if err != nil {
+		return r, withDir(path, err)
+	}
+	if r.ZeroTail > 0 && !zeroTailOK {
+		return r, fmt.Errorf("%s: %d zero bytes from position %d to the end: only the last segment of a log not closed cleanly may end in zeros: %w",
+			path, r.ZeroTail, r.Bytes-r.ZeroTail, segment.ErrVerify)
+	}
+	v.printf("%s: %s, %s, %d bytes", path, count(r.Batches, "batch", "batches"),
+		count(r.Records, "record", "records"), r.Bytes-r.ZeroTail)
+	if r.FirstOffset >= 0 {
+		v.printf(", offsets %d..%d", r.FirstOffset, r.NextOffset)
+	} else {
+		v.printf(", no offsets, next %d", r.NextOffset)
+	}
+	if r.Gaps > 0 {
+		v.printf(", %s", skipped(r.Gaps))
+	}
+	if r.IndexEntries >= 0 {
+		v.printf(", index %s", count(int64(r.IndexEntries), "entry", "entries"))
+	} else {
+		v.printf(", no index")
+	}
+	if r.TimeEntries >= 0 {
+		v.printf(", timeindex %s\n", count(int64(r.TimeEntries), "entry", "entries"))
+	} else {
+		v.printf(", no timeindex\n")
+	}
+	if r.ZeroTail > 0 {
+		v.printf("note: %s ends in %d zero bytes from position %d: the unfinished active segment of a log not closed cleanly, which opening the partition recovers\n",
+			path, r.ZeroTail, r.Bytes-r.ZeroTail)
+		v.sum.Notes++
+	}
+	return r, nil
+}
+
+func summaryOf(r segment.Report) VerifySummary {
+	return VerifySummary{Segments: 1, Batches: r.Batches, Records: r.Records, Bytes: r.Bytes - r.ZeroTail, Skipped: r.Gaps}
+}
+
+// String gives the counts in the words of Verify's lines.
+func (s VerifySummary) String() string {
+	return fmt.Sprintf("%s, %s, %s, %s, %d bytes, %s, %s",
+		count(int64(s.Partitions), "partition", "partitions"), count(int64(s.Segments), "segment", "segments"),
+		count(s.Batches, "batch", "batches"), count(s.Records, "record", "records"), s.Bytes,
+		skipped(s.Skipped), count(int64(s.Notes), "note", "notes"))
+}
+
+func (v *verifier) printf(format string, args ...any) {
+	if v.writeErr == nil {
+		_, v.writeErr = fmt.Fprintf(v.w, format, args...)
+	}
+}
+
+func skipped(n int64) string {
+	if n == 0 {
+		return "no gaps"
+	}
+	return count(n, "offset skipped", "offsets skipped")
+}
+
+func closedCleanly(dir string) bool {
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if _, err := os.Stat(filepath.Join(d, cleanShutdownFile)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// withDir puts the directory back into VerifyFile's index errors, which
+// name the index by its file name alone: in a data directory of many
+// partitions that does not say which one.
+func withDir(path string, err error) error {
+	msg := err.Error()
+	dir := filepath.Dir(path)
+	stem := strings.TrimSuffix(filepath.Base(path), ".log") + "."
+	if dir == "." || strings.Contains(msg, path) || !strings.Contains(msg, stem) {
+		return err
+	}
+	return &renamedError{strings.Replace(msg, stem, filepath.Join(dir, stem), 1), err}
+}
+
+// renamedError is err with another message; errors.Is still sees err.
+type renamedError struct {
+	msg string
+	err error
+}
+
+func (e *renamedError) Error() string { return e.msg }
+func (e *renamedError) Unwrap() error { return e.err }

@@ -1,0 +1,231 @@
+package partition
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/mmap"
+	"github.com/idemlog/idemlog/segment"
+)
+
+// Every benchmark here measures its raw machine baseline in the same run,
+// on the same directory, and reports the ratio: absolute numbers on a
+// shared 2-core VM mean little on their own.
+
+var openGiB = flag.Int("open.gib", 1, "size of the log BenchmarkOpenClean reopens")
+
+// benchBatch returns a valid plain batch of about size bytes.
+func benchBatch(b testing.TB, size int) []byte {
+	return makeBatch(b, 1, 1, size-batch.HeaderSize-12, 1)
+}
+
+// baselineWrite measures sequential write(2) of total bytes, in chunks of
+// chunk, into a file preallocated with fallocate, syncing every group
+// chunks (0: never). It returns bytes per second.
+func baselineWrite(tb testing.TB, dir string, chunk, total, group int) float64 {
+	f, err := os.Create(filepath.Join(dir, "baseline"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if err := mmap.Fallocate(f, 0, int64(total)); err != nil {
+		tb.Fatal(err)
+	}
+	buf := make([]byte, chunk)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	start := time.Now()
+	for i, off := 0, 0; off < total; i, off = i+1, off+chunk {
+		if _, err := f.WriteAt(buf, int64(off)); err != nil {
+			tb.Fatal(err)
+		}
+		if group > 0 && (i+1)%group == 0 {
+			if err := unix.Fdatasync(int(f.Fd())); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	return float64(total) / time.Since(start).Seconds()
+}
+
+func report(b *testing.B, bytes int64, base float64) {
+	got := float64(bytes) / b.Elapsed().Seconds()
+	b.ReportMetric(got/1e9, "GB/s")
+	b.ReportMetric(base/1e9, "baseline-GB/s")
+	b.ReportMetric(got/base, "x-baseline")
+}
+
+// BenchmarkAppendNever64K: one partition, SyncNever, 64 KiB batches,
+// against write(2) of the same bytes into a preallocated file.
+func BenchmarkAppendNever64K(b *testing.B) {
+	for _, mode := range []segment.WriteMode{segment.WriteMmap, segment.WritePwrite} {
+		name := map[segment.WriteMode]string{segment.WriteMmap: "mmap", segment.WritePwrite: "pwrite"}[mode]
+		b.Run("mode="+name, func(b *testing.B) {
+			dir := b.TempDir()
+			v := benchBatch(b, 64<<10)
+			l, err := Open(filepath.Join(dir, "t-0"), Options{Segment: segment.Options{Mode: mode}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			n := int64(b.N) * int64(len(v))
+			// The baseline runs first, on the same bytes, so both meet the
+			// page cache and the writeback of the disk in the same state.
+			base := baselineWrite(b, dir, len(v), int(min(n, 1<<30)), 0)
+			b.SetBytes(int64(len(v)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if _, err := l.Append(v); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			report(b, n, base)
+		})
+	}
+}
+
+// BenchmarkAppendAlways64x16K: 64 concurrent appenders, 16 KiB batches,
+// SyncAlways with group commit, against write(2)+fdatasync of the same
+// bytes in groups of the size group commit achieved.
+func BenchmarkAppendAlways64x16K(b *testing.B) {
+	for _, mode := range []segment.WriteMode{segment.WriteMmap, segment.WritePwrite} {
+		name := map[segment.WriteMode]string{segment.WriteMmap: "mmap", segment.WritePwrite: "pwrite"}[mode]
+		b.Run("mode="+name, func(b *testing.B) {
+			dir := b.TempDir()
+			v := benchBatch(b, 16<<10)
+			l, err := Open(filepath.Join(dir, "t-0"), Options{Sync: SyncPolicy{Kind: SyncAlways}, Segment: segment.Options{Mode: mode}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			b.SetBytes(int64(len(v)))
+			b.ReportAllocs()
+			syncs0 := l.sync.syncs.Load()
+			var wg sync.WaitGroup
+			per := (b.N + 63) / 64
+			b.ResetTimer()
+			for range 64 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range per {
+						if _, err := l.Append(v); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			total := int64(per*64) * int64(len(v))
+			syncs := max(1, l.sync.syncs.Load()-syncs0)
+			group := max(1, int(int64(per*64)/syncs))
+			base := baselineWrite(b, dir, len(v), int(min(total, 256<<20)), group)
+			b.ReportMetric(float64(per*64)/float64(syncs), "appends/sync")
+			report(b, total, base)
+		})
+	}
+}
+
+// BenchmarkReadAll reads a 256 MiB partition from the start, zero-copy
+// (Read) and copying (ReadAppend), against memcpy of the same bytes.
+func BenchmarkReadAll(b *testing.B) {
+	dir := b.TempDir()
+	l, err := Open(filepath.Join(dir, "t-0"), Options{Segment: segment.Options{MaxBytes: 64 << 20}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	v := benchBatch(b, 16<<10)
+	var size int64
+	for size < 256<<20 {
+		if _, err := l.Append(v); err != nil {
+			b.Fatal(err)
+		}
+		size += int64(len(v))
+	}
+	src := make([]byte, 1<<20)
+	dst := make([]byte, 1<<20)
+	start := time.Now()
+	for range 256 {
+		copy(dst, src)
+	}
+	memcpy := float64(256<<20) / time.Since(start).Seconds()
+	b.Run("zero-copy", func(b *testing.B) {
+		b.SetBytes(size)
+		b.ReportAllocs()
+		for b.Loop() {
+			for off := int64(0); off < l.HighWatermark(); {
+				c, err := l.Read(off, 1<<20)
+				if err != nil {
+					b.Fatal(err)
+				}
+				off = c.NextOffset
+				c.Release()
+			}
+		}
+		report(b, size*int64(b.N), memcpy)
+	})
+	b.Run("copy", func(b *testing.B) {
+		buf := make([]byte, 0, 2<<20)
+		b.SetBytes(size)
+		b.ReportAllocs()
+		for b.Loop() {
+			for off := int64(0); off < l.HighWatermark(); {
+				buf, off, err = l.ReadAppend(buf[:0], off, 1<<20)
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		report(b, size*int64(b.N), memcpy)
+	})
+}
+
+// BenchmarkOpenClean measures Open of a cleanly closed log of -open.gib
+// GiB (default 1; the figure is for 4): it must not scan the data.
+func BenchmarkOpenClean(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "t-0")
+	l, err := Open(dir, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	v := benchBatch(b, 1<<20)
+	for written := int64(0); written < int64(*openGiB)<<30; written += int64(len(v)) {
+		if _, err := l.Append(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	leo := l.LogEndOffset()
+	if err := l.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		l, err := Open(dir, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if l.LogEndOffset() != leo {
+			b.Fatalf("reopened at %d, want %d", l.LogEndOffset(), leo)
+		}
+		if err := l.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(*openGiB), "GiB")
+	_ = fmt.Sprint()
+}
