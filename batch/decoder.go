@@ -9,6 +9,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/snappy"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 )
@@ -137,10 +138,10 @@ func (d *Decoder) unlz4(src []byte) ([]byte, error) {
 func (d *Decoder) unzstd(src []byte) ([]byte, error) {
 	lim := d.limit()
 	if d.zd == nil || d.zlim != lim {
-		win := uint64(lim)
-		if win < zstd.MinWindowSize {
-			win = zstd.MinWindowSize
-		}
+		// The window bounds memory too, but frames from Java producers
+		// declare windows of a few MiB even for small batches: allow 8 MiB
+		// whatever the output limit.
+		win := max(uint64(lim), 8<<20)
 		zd, err := zstd.NewReader(nil,
 			zstd.WithDecoderConcurrency(1),
 			zstd.WithDecoderLowmem(true),
@@ -207,7 +208,10 @@ func (d *Decoder) unsnappyBlock(dst, block []byte) ([]byte, error) {
 		return nil, ErrInflateLimit
 	}
 	dst = grow(dst, n)
-	out, err := s2.Decode(dst[len(dst):len(dst)+n], block)
+	// Strict snappy: s2.Decode would also take S2-only encodings (a copy
+	// with offset 0) that Java's and librdkafka's decoders reject, and a
+	// batch the Kafka clients cannot read must not get into the log.
+	out, err := snappy.DecodeStrict(dst[len(dst):len(dst)+n], block)
 	if err != nil {
 		return nil, errors.Join(ErrDecompress, err)
 	}

@@ -141,7 +141,7 @@ func (b Batch) Control() (Control, error) {
 	var r Record
 	n, err := readRecord(b.Records(), &r)
 	if err != nil {
-		return Control{}, fmt.Errorf("cannot read control record: %w: %w", ErrControl, err)
+		return Control{}, fmt.Errorf("cannot read control record: %v: %w", err, ErrControl)
 	}
 	if n != len(b.Records()) {
 		return Control{}, fmt.Errorf("cannot read control record: %d trailing bytes: %w", len(b.Records())-n, ErrControl)
