@@ -39,7 +39,12 @@ func TestDiskFull(t *testing.T) {
 	}
 	var sent [][]byte
 	var full error
+	// Fill the disk. The maintainer frees space in the background (trims of
+	// sealed segments, discarded spares), so the disk counts as full only
+	// when an append fails with the maintainer idle before it: then nothing
+	// runs that could free space, and the next append must fail too.
 	for i := 0; i < 10000; i++ {
+		l.waitIdle()
 		b := makeBatch(t, i, 2, 1000, int64(i))
 		if _, err := l.Append(b); err != nil {
 			full = err
@@ -68,6 +73,7 @@ func TestDiskFull(t *testing.T) {
 		}
 	}
 	checkSent(l)
+	l.waitIdle()
 	if _, err := l.Append(makeBatch(t, 1, 2, 1000, 1)); !errors.Is(err, segment.ErrNoSpace) {
 		t.Fatalf("second append on a full disk: %v", err)
 	}

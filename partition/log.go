@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"sync"
@@ -46,6 +47,13 @@ type Options struct {
 	RetentionBytes int64
 	// Now is the clock, for tests; nil means time.Now.
 	Now func() time.Time
+	// Snapshot, if set, returns the producer-state snapshot image as of
+	// offset; it is called under the writer lock at every roll (offset = the
+	// new segment's base) and at Close (offset = the log end). The log
+	// writes the file: at a roll off the append path, with the old
+	// segment's seal; at Close synchronously, before the clean-shutdown
+	// marker.
+	Snapshot func(offset int64) []byte
 }
 
 func (o Options) withDefaults() Options {
@@ -92,7 +100,7 @@ type Log struct {
 	// renamed since the directory was last synced.
 	unsealed   []*segRef
 	unsealedMu sync.Mutex // guards unsealed; taken after mu, or alone
-	dirDirty   bool
+	dirDirty   atomic.Bool
 	// prefaulted is how far the active segment was handed to the
 	// maintainer for prefaulting.
 	prefaulted int64
@@ -101,6 +109,10 @@ type Log struct {
 	// under mu; readers load it without a lock.
 	segs     atomic.Pointer[[]*segRef]
 	hw       atomic.Int64 // high watermark: readers see offsets below it
+	// written is the end offset of everything copied into segments, and
+	// activeRef the active segment, for the syncer (see syncOnce).
+	written   atomic.Int64
+	activeRef atomic.Pointer[segRef]
 	logStart atomic.Int64
 	failed   atomic.Bool
 	failErr  atomic.Pointer[error]
@@ -153,9 +165,7 @@ func (l *Log) Append(b []byte) (AppendResult, error) {
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("cannot append: %w", err)
 	}
-	l.mu.Lock()
-	res, wait, err := l.appendLocked(v)
-	l.mu.Unlock()
+	res, wait, err := l.AppendBatch(v, nil)
 	if err != nil || !wait {
 		return res, err
 	}
@@ -164,6 +174,31 @@ func (l *Log) Append(b []byte) (AppendResult, error) {
 	}
 	return res, nil
 }
+
+// AppendBatch writes v, which the caller validated, and returns without
+// waiting for a sync: when wait is true the append is acknowledged only
+// after WaitDurable(res.LastOffset+1). applied, if not nil, runs under the
+// writer lock right after the write, with the assigned base offset: the
+// producer-state update goes there, so that state and log always agree
+// when a snapshot is taken (snapshots are taken under the same lock).
+func (l *Log) AppendBatch(v batch.Batch, applied func(base int64)) (res AppendResult, wait bool, err error) {
+	l.mu.Lock()
+	res, wait, err = l.appendLocked(v)
+	if err == nil && applied != nil {
+		applied(res.BaseOffset)
+	}
+	l.mu.Unlock()
+	return res, wait, err
+}
+
+// WaitDurable returns once offsets below end are durable, joining (or
+// leading) a group sync.
+func (l *Log) WaitDurable(end int64) error { return l.waitDurable(end) }
+
+// MustWait reports whether an acknowledgement of data ending at end has to
+// wait for WaitDurable under the log's policy: always for SyncAlways (a
+// duplicate's original may not be synced yet either).
+func (l *Log) MustWait() bool { return l.opts.Sync.Kind == SyncAlways }
 
 // appendLocked writes v under mu and reports whether the caller must wait
 // for a sync before acknowledging.
@@ -187,6 +222,7 @@ func (l *Log) appendLocked(v batch.Batch) (res AppendResult, wait bool, err erro
 		return res, false, fmt.Errorf("cannot append at offset %d: %w", base, err)
 	}
 	l.leo = last + 1
+	l.written.Store(l.leo)
 	res = AppendResult{BaseOffset: base, LastOffset: last}
 	if size := seg.Size(); size >= l.prefaulted-l.prefaultAhead()/2 {
 		// Half the prefaulted run is used: ask for the next one.
@@ -269,12 +305,17 @@ func (l *Log) roll(base int64) error {
 	l.unsealedMu.Lock()
 	l.unsealed = append(l.unsealed, old)
 	l.unsealedMu.Unlock()
-	l.dirDirty = true
+	l.dirDirty.Store(true)
 	l.prefaulted = 0
 	l.active = newRef(next)
+	l.activeRef.Store(l.active)
 	segs := append(append([]*segRef(nil), *l.segs.Load()...), l.active)
 	l.segs.Store(&segs)
-	l.submit(task{kind: taskSeal, seg: old, end: base})
+	var snap []byte
+	if l.opts.Snapshot != nil {
+		snap = bytes.Clone(l.opts.Snapshot(base))
+	}
+	l.submit(task{kind: taskSeal, seg: old, end: base, snapshot: snap})
 	if l.maint.spareWanted.CompareAndSwap(false, true) {
 		l.submit(task{kind: taskSpare})
 	}

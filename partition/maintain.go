@@ -56,6 +56,9 @@ type task struct {
 	end    int64 // seal: the offset after the segment
 	cursor int64 // prefault: the writer's position
 	done   chan struct{}
+	// seal: the producer snapshot at end, written before the recovery
+	// point moves past it.
+	snapshot []byte
 }
 
 // submit queues t without blocking the writer; prefaults are dropped when
@@ -88,7 +91,7 @@ func (l *Log) runMaintainer() {
 		case taskBarrier:
 			close(t.done)
 		case taskSeal:
-			l.sealRolled(t.seg, t.end)
+			l.sealRolled(t.seg, t.end, t.snapshot)
 		case taskSpare:
 			if sp, err := segment.CreateSpare(l.dir, l.opts.Segment); err == nil {
 				if old := l.maint.spare.Swap(sp); old != nil {
@@ -115,8 +118,11 @@ func (l *Log) prefaultAhead() int64 {
 
 // sealRolled seals a segment the writer has left, then records that
 // everything below end is durable.
-func (l *Log) sealRolled(seg *segRef, end int64) {
+func (l *Log) sealRolled(seg *segRef, end int64, snapshot []byte) {
 	err := seg.Seal()
+	if err == nil && snapshot != nil {
+		err = writeSnapshot(l.dir, end, snapshot)
+	}
 	if err == nil {
 		err = syncDir(l.dir)
 	}

@@ -111,7 +111,9 @@ func Open(dir string, opts Options) (*Log, error) {
 	}
 	l.segs.Store(&segs)
 	l.active = segs[len(segs)-1]
+	l.activeRef.Store(l.active)
 	l.leo = l.active.NextOffset()
+	l.written.Store(l.leo)
 	l.logStart.Store(max(logStart, segs[0].Base()))
 	for _, s := range segs {
 		s.Publish(s.Size())
@@ -154,7 +156,11 @@ func (l *Log) Close() error {
 	defer l.mu.Unlock()
 	var err error
 	if !l.failed.Load() {
-		if err = l.active.Seal(); err == nil {
+		err = l.active.Seal()
+		if err == nil && l.opts.Snapshot != nil {
+			err = writeSnapshot(l.dir, l.leo, l.opts.Snapshot(l.leo))
+		}
+		if err == nil {
 			l.active.Publish(l.active.Size())
 			storeMax(&l.hw, l.leo)
 			l.sync.advance(l.leo)
@@ -317,4 +323,30 @@ func syncDir(dir string) error {
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// writeSnapshot writes a producer-state snapshot image as
+// <offset>.snapshot, atomically, and keeps the newest three: enough for a
+// recovery that cuts the log below the newest one.
+func writeSnapshot(dir string, offset int64, image []byte) error {
+	if err := writeFileSync(filepath.Join(dir, fmt.Sprintf("%020d.snapshot", offset)), image); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("cannot list snapshots: %w", err)
+	}
+	var snaps []int64
+	for _, e := range entries {
+		if off, ok := segment.ParseName(e.Name(), ".snapshot"); ok {
+			snaps = append(snaps, off)
+		}
+	}
+	sort.Slice(snaps, func(i, j int) bool { return snaps[i] < snaps[j] })
+	for _, off := range snaps[:max(0, len(snaps)-3)] {
+		if err := os.Remove(filepath.Join(dir, fmt.Sprintf("%020d.snapshot", off))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("cannot prune snapshot: %w", err)
+		}
+	}
+	return nil
 }

@@ -59,30 +59,52 @@ func (l *Log) waitDurable(end int64) error {
 
 // syncOnce syncs the active segment, any rolled segment not yet sealed,
 // and the directory if a segment file appeared since its last sync, and
-// returns the end offset covered. It takes mu only to snapshot; the syncs
-// run with appends flowing.
+// returns the end offset covered.
+//
+// It takes no lock the writer holds, so appenders keep copying while the
+// leader syncs. The snapshot is read in this order: the written end E, then
+// the unsealed list, then the active segment. The writer stores E after the
+// bytes below it are in a segment, and a roll puts the old segment on the
+// unsealed list and then stores the new active pointer before any byte goes
+// to it. So every byte below E lies in a segment that is either on the list
+// we copy, already sealed (synced; it leaves the list only after its
+// seal), or the active segment we load last (or an older active one that
+// a later roll moved to the list before we read it). All atomics are
+// sequentially consistent.
 func (l *Log) syncOnce() (int64, error) {
 	var segs [4]*segRef
-	l.mu.Lock()
-	if l.closed && l.active == nil {
-		l.mu.Unlock()
-		return 0, ErrClosed
-	}
+	end := l.written.Load()
 	l.unsealedMu.Lock()
 	pending := append(segs[:0], l.unsealed...)
 	l.unsealedMu.Unlock()
-	pending = append(pending, l.active)
-	size, end, dirDirty := l.active.Size(), l.leo, l.dirDirty
-	l.dirDirty = false
+	active := l.activeRef.Load()
+	pending = append(pending, active)
+	dirDirty := l.dirDirty.Swap(false)
+	n := 0
 	for _, s := range pending {
-		s.acquire()
+		if s.acquire() {
+			pending[n] = s
+			n++
+		}
 	}
-	l.mu.Unlock()
+	pending = pending[:n]
 	defer func() {
 		for _, s := range pending {
 			s.release()
 		}
 	}()
+	if n == 0 || pending[n-1] != active {
+		// The active segment was retired: the log is closing, and Close
+		// syncs everything itself.
+		return 0, ErrClosed
+	}
+	// Sizes are read before the syncs, so every byte below them is covered.
+	var sizes [4]int64
+	for i, s := range pending {
+		if i < len(sizes) {
+			sizes[i] = s.Written()
+		}
+	}
 	l.sync.syncs.Add(1)
 	for _, s := range pending {
 		if err := s.SyncData(); err != nil {
@@ -97,10 +119,13 @@ func (l *Log) syncOnce() (int64, error) {
 		}
 	}
 	if l.durableOnly() {
-		for _, s := range pending[:len(pending)-1] {
-			s.Publish(s.Size())
+		for i, s := range pending {
+			if i < len(sizes) {
+				s.Publish(sizes[i])
+			} else {
+				s.Publish(s.Written())
+			}
 		}
-		pending[len(pending)-1].Publish(size)
 	}
 	// The recovery point moves before the high watermark, so nobody can
 	// observe a visible offset that is not yet counted as durable.

@@ -44,6 +44,7 @@ func Open(dir string, base int64, opts Options, active bool) (*Segment, error) {
 
 func (s *Segment) openSealed(size int64) error {
 	s.size, s.sealed = size, true
+	s.written.Store(size)
 	s.reserved.Store(size)
 	s.published.Store(size)
 	if size > 0 {
@@ -186,6 +187,7 @@ func (s *Segment) Recover(maxBatchSize int, visit func(b batch.Batch)) (truncate
 		}
 	}
 	s.size = pos
+	s.written.Store(pos)
 	s.reserved.Store(pos)
 	s.published.Store(pos)
 	if s.sealed {

@@ -124,6 +124,9 @@ type Segment struct {
 	// them durable), and Go atomics are sequentially consistent, so a reader
 	// that loads n and then reads data[:n] sees those bytes complete.
 	published atomic.Int64
+	// written mirrors size for other goroutines (a syncer): stored after
+	// the bytes below it are written.
+	written atomic.Int64
 }
 
 // Create makes a new, empty active segment at base in dir.
@@ -160,6 +163,7 @@ func (s *Segment) openActive(size int64) error {
 	// reserved by us or written); anything past it is not.
 	s.reserved.Store(st.Size())
 	s.size = size
+	s.written.Store(size)
 	s.published.Store(size)
 	if err := s.reserve(size); err != nil {
 		return err
@@ -177,6 +181,9 @@ func (s *Segment) Size() int64 { return s.size }
 
 // NextOffset returns the offset after the last batch (writer only).
 func (s *Segment) NextOffset() int64 { return s.nextOffset }
+
+// Written returns the bytes written so far, from any goroutine.
+func (s *Segment) Written() int64 { return s.written.Load() }
 
 // Published returns the bytes readers may see.
 func (s *Segment) Published() int64 { return s.published.Load() }
@@ -247,6 +254,7 @@ func (s *Segment) Append(b batch.Batch, baseOffset int64) (pos int64, err error)
 		return 0, err
 	}
 	s.size = end
+	s.written.Store(end)
 	return pos, nil
 }
 
@@ -466,7 +474,9 @@ func (s *Segment) closeFiles() error {
 // Delete closes the segment and removes its files.
 func (s *Segment) Delete() error {
 	err := s.closeFiles()
-	for _, suffix := range []string{".log", ".index", ".timeindex", ".txnindex"} {
+	// A segment's producer snapshot (same base offset) goes with it, as in
+	// Kafka: a newer snapshot always exists at the active segment's base.
+	for _, suffix := range []string{".log", ".index", ".timeindex", ".txnindex", ".snapshot"} {
 		if e := os.Remove(s.path(suffix)); e != nil && !errors.Is(e, fs.ErrNotExist) {
 			err = errors.Join(err, e)
 		}
