@@ -107,16 +107,16 @@ type Log struct {
 
 	// segs is the immutable list of live segments, replaced (never edited)
 	// under mu; readers load it without a lock.
-	segs     atomic.Pointer[[]*segRef]
-	hw       atomic.Int64 // high watermark: readers see offsets below it
+	segs atomic.Pointer[[]*segRef]
+	hw   atomic.Int64 // high watermark: readers see offsets below it
 	// written is the end offset of everything copied into segments, and
 	// activeRef the active segment, for the syncer (see syncOnce).
 	written   atomic.Int64
 	activeRef atomic.Pointer[segRef]
-	logStart atomic.Int64
-	failed   atomic.Bool
-	failErr  atomic.Pointer[error]
-	maint    maintainer
+	logStart  atomic.Int64
+	failed    atomic.Bool
+	failErr   atomic.Pointer[error]
+	maint     maintainer
 
 	sync groupSync
 
