@@ -350,3 +350,23 @@ func writeSnapshot(dir string, offset int64, image []byte) error {
 	}
 	return nil
 }
+
+// Kill stops the log's background work without doing any of it, syncing
+// nothing and writing no marker, so the files stay exactly as a crash at
+// this moment would leave them (the page cache aside). It exists for crash
+// tests that reopen a directory in the same process; the log must not be
+// used afterwards.
+func (l *Log) Kill() {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.closed = true
+	l.mu.Unlock()
+	l.maint.drop.Store(true)
+	close(l.stop)
+	l.flusher.Wait()
+	close(l.maint.tasks)
+	l.bg.Wait()
+}

@@ -21,8 +21,8 @@
 // prefault the pages with MADV_POPULATE_WRITE so the writer rarely takes a
 // page fault itself.
 //
-// Append copies the caller's batch into the mapping (or writes it with
-// pwrite, see WriteMode) and updates the indexes: an offset-index entry is
+// Append copies the caller's batch into the file with pwritev (or stores it
+// through the mapping, see WriteMode) and updates the indexes: an offset-index entry is
 // added before an append when more than IndexIntervalBytes were appended
 // since the previous entry, and the time index follows the largest
 // timestamp seen.

@@ -35,12 +35,13 @@ type WriteMode int
 const (
 	// WriteDefault lets the owner choose; a segment treats it as WriteMmap.
 	WriteDefault WriteMode = iota
-	// WriteMmap copies into the shared mapping: no syscall per append. Best
-	// when syncs are rare.
+	// WriteMmap copies into the shared mapping: no syscall per append. It
+	// needs the pages prefaulted ahead of the cursor (Prepare) by another
+	// core to pay off; on a 2-core machine it loses to WritePwrite.
 	WriteMmap
-	// WritePwrite uses pwrite(2): the kernel copies, and no page is mapped
-	// writable, so a following fdatasync does not pay for write-protect
-	// faults on the next stores. Best when every append is synced.
+	// WritePwrite uses pwritev(2): the kernel copies and allocates page
+	// cache in one pass, and no page is mapped writable, so a following
+	// fdatasync does not pay for write-protect faults on the next stores.
 	WritePwrite
 )
 
