@@ -70,15 +70,17 @@ func (o Options) withDefaults() Options {
 		o.Now = time.Now
 	}
 	if o.Segment.Mode == segment.WriteDefault {
-		// Measured on the 2-core target machine (docs/PERFORMANCE.md):
-		// pwritev beats stores through the mapping under every policy. With
-		// a sync per append, mapped pages are write-protected again by each
-		// writeback and fault on the next store (about 2.2x slower); without
-		// syncs, the page-cache allocation that pwrite does in the kernel
-		// becomes page faults for the writer or prefaulting that competes
-		// with it for the second core (0.4-1.0 GB/s against 2.1-2.6 GB/s).
-		// Reads always go through the mapping.
-		o.Segment.Mode = segment.WritePwrite
+		// Measured on the 2-core target machine (docs/PERFORMANCE.md). With
+		// a sync per append, mapped pages are write-protected again by every
+		// writeback and fault on the next store: pwritev is about 2.2x
+		// faster. Without syncs, a small batch costs a memcpy through the
+		// mapping against a syscall (225 ns against 2 us for 100 bytes), and
+		// a large one is cheaper with pwritev, whose page-cache allocation
+		// beats faulting (2.1-2.9 against 0.5-1.4 GB/s for 64 KiB).
+		o.Segment.Mode = segment.WriteMixed
+		if o.Sync.Kind == SyncAlways {
+			o.Segment.Mode = segment.WritePwrite
+		}
 	}
 	return o
 }

@@ -39,6 +39,11 @@ const (
 	// needs the pages prefaulted ahead of the cursor (Prepare) by another
 	// core to pay off; on a 2-core machine it loses to WritePwrite.
 	WriteMmap
+	// WriteMixed stores batches smaller than mixedThreshold through the
+	// mapping (a memcpy instead of a syscall, with pages prefaulted ahead by
+	// Prepare) and writes larger ones with pwritev, where the syscall is
+	// cheap next to the copy and the kernel's page allocation beats faults.
+	WriteMixed
 	// WritePwrite uses pwritev(2): the kernel copies and allocates page
 	// cache in one pass, and no page is mapped writable, so a following
 	// fdatasync does not pay for write-protect faults on the next stores.
@@ -64,6 +69,10 @@ const (
 	DefaultIndexMaxBytes      = 10 << 20
 	DefaultIndexIntervalBytes = 4096
 	DefaultReserveAhead       = 8 << 20
+
+	// mixedThreshold splits WriteMixed: below it a syscall costs more than
+	// the copy.
+	mixedThreshold = 8 << 10
 )
 
 func (o Options) withDefaults() Options {
@@ -239,7 +248,7 @@ func (s *Segment) Append(b batch.Batch, baseOffset int64) (pos int64, err error)
 		return 0, err
 	}
 	pos = s.size
-	if s.opts.Mode == WritePwrite {
+	if s.opts.Mode == WritePwrite || (s.opts.Mode == WriteMixed && n >= mixedThreshold) {
 		// The stamped header goes from a scratch copy, the rest straight
 		// from the caller: one pwritev, no extra copy of the payload.
 		copy(s.hdr[:], b[:batch.HeaderSize])
@@ -327,7 +336,7 @@ func (s *Segment) Prepare(cursor, ahead int64) error {
 	if err != nil {
 		return err
 	}
-	if s.opts.Mode == WriteMmap && end > cursor {
+	if s.opts.Mode != WritePwrite && end > cursor {
 		if err := s.m.PopulateWrite(int(cursor), int(end-cursor)); err != nil && !errors.Is(err, mmap.ErrPopulateUnsupported) {
 			return fmt.Errorf("cannot prefault segment %d: %w", s.base, errors.Join(ErrIO, err))
 		}
