@@ -45,16 +45,29 @@ func outcomeOf(t *testing.T, what string, err error) outcome {
 
 // refGunzip decodes with the standard library, an independent gzip reader.
 func refGunzip(src []byte, limit int) ([]byte, outcome) {
-	zr, err := gzip.NewReader(bytes.NewReader(src))
-	if err != nil {
-		return nil, outCorrupt
-	}
-	out, err := io.ReadAll(io.LimitReader(zr, int64(limit)+1))
-	if len(out) > limit {
-		return nil, outLimit
-	}
-	if err != nil {
-		return nil, outCorrupt
+	// Member by member, so that each header's FLG byte can be checked:
+	// RFC 1952 requires an error when a reserved bit (5-7) is set, which
+	// idemlog's decoder does and the standard library's does not.
+	br := bytes.NewReader(src)
+	var out []byte
+	for first := true; first || br.Len() > 0; first = false {
+		at := len(src) - br.Len()
+		if len(src)-at > 3 && src[at+3]&0xe0 != 0 {
+			return nil, outCorrupt
+		}
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, outCorrupt
+		}
+		zr.Multistream(false)
+		member, err := io.ReadAll(io.LimitReader(zr, int64(limit-len(out))+1))
+		out = append(out, member...)
+		if len(out) > limit {
+			return nil, outLimit
+		}
+		if err != nil {
+			return nil, outCorrupt
+		}
 	}
 	return out, outOK
 }
