@@ -9,4 +9,9 @@ require (
 
 require golang.org/x/sys v0.50.0
 
-require github.com/cespare/xxhash/v2 v2.3.0 // indirect
+require github.com/cespare/xxhash/v2 v2.3.0
+
+require (
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0
+	github.com/anishathalye/porcupine v1.3.1 // indirect
+)

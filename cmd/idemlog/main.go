@@ -36,6 +36,7 @@ func init() {
 	commands = []command{
 		{"dump", "print the record batches of Kafka segments and their index entries", runDump},
 		{"verify", "check segments, indexes and offset continuity of partitions", runVerify},
+		{"bench", "generate load on an embedded engine and measure throughput and latency", runBench},
 	}
 }
 

@@ -1,0 +1,128 @@
+//go:build linux
+
+package bench
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/idemlog/idemlog/mmap"
+	"github.com/idemlog/idemlog/partition"
+)
+
+// baselineCap is the most bytes a baseline writes, as the issue asks: min(bytes
+// written, 1 GiB).
+const baselineCap = 1 << 30
+
+// informativeMax bounds the baseline that the ratio does not use.
+const informativeMax = 500 * time.Millisecond
+
+// runBaseline measures the machine after the run (the engine is closed, so
+// its bytes are on disk and the page cache holds nothing dirty of ours) on
+// the run's directory and bytes, and fills res.Baseline and
+// res.RatioToBaseline.
+func runBaseline(ctx context.Context, dir string, c Config, p parsed, res *Result) error {
+	bl := &res.Baseline
+	bl.ComparedWith = "write"
+	if p.sync.Kind == partition.SyncAlways {
+		bl.ComparedWith = "write_fdatasync"
+	}
+	bl.SyncGroup, bl.SyncGroupSource = int64(c.Producers), "producers"
+	if p.sync.Kind != partition.SyncNever && res.SyncsObserved > 0 {
+		bl.SyncGroup, bl.SyncGroupSource = max(1, (res.Batches+res.SyncsObserved/2)/res.SyncsObserved), "observed"
+	}
+	if res.Bytes == 0 || res.Batches == 0 || c.BaselineMax == 0 || ctx.Err() != nil {
+		bl.When = "skipped"
+		return nil
+	}
+	bl.When = "after"
+	bl.ChunkBytes = max(1, res.Bytes/res.Batches)
+	total := min(res.Bytes, baselineCap)
+
+	limit := c.BaselineMax
+	if bl.ComparedWith != "write" {
+		limit = min(limit, informativeMax)
+	}
+	var trunc bool
+	var err error
+	bl.WriteBytes, bl.WriteBytesPerSec, trunc, err = baselineWrite(ctx, dir, bl.ChunkBytes, total, 0, limit)
+	if err != nil {
+		return err
+	}
+	bl.Truncated = bl.Truncated || trunc && bl.ComparedWith == "write"
+
+	limit = c.BaselineMax
+	if bl.ComparedWith != "write_fdatasync" {
+		limit = min(limit, informativeMax)
+	}
+	bl.WriteFdatasyncBytes, bl.WriteFdatasyncBytesPerSec, trunc, err = baselineWrite(ctx, dir, bl.ChunkBytes, total, bl.SyncGroup, limit)
+	if err != nil {
+		return err
+	}
+	bl.Truncated = bl.Truncated || trunc && bl.ComparedWith == "write_fdatasync"
+
+	base := bl.WriteBytesPerSec
+	if bl.ComparedWith == "write_fdatasync" {
+		base = bl.WriteFdatasyncBytesPerSec
+	}
+	if base > 0 {
+		res.RatioToBaseline = res.BytesPerSec / base
+	}
+	return nil
+}
+
+// baselineWrite writes total bytes sequentially with write(2)-family calls
+// (pwrite), in chunks of chunk bytes, into a file preallocated with
+// fallocate, with an fdatasync after every group chunks and at the end
+// (group 0: none), as partition/log_timing_test.go does. It stops early
+// (truncated) after limit or when ctx is done, and returns the bytes
+// written and bytes per second.
+func baselineWrite(ctx context.Context, dir string, chunk, total, group int64, limit time.Duration) (int64, float64, bool, error) {
+	f, err := os.Create(filepath.Join(dir, ".bench-baseline"))
+	if err != nil {
+		return 0, 0, false, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if err := mmap.Fallocate(f, 0, total); err != nil {
+		return 0, 0, false, err
+	}
+	buf := make([]byte, min(chunk, total))
+	for i := range buf {
+		buf[i] = byte(i * 131)
+	}
+	fd := int(f.Fd())
+	truncated := false
+	var off, i int64
+	start := time.Now()
+	for off < total {
+		n := min(int64(len(buf)), total-off)
+		if _, err := f.WriteAt(buf[:n], off); err != nil {
+			return 0, 0, false, err
+		}
+		off += n
+		i++
+		if group > 0 && (i%group == 0 || off == total) {
+			if err := unix.Fdatasync(fd); err != nil {
+				return 0, 0, false, err
+			}
+		}
+		// The clock is read every 64 chunks: a few ns against a write call.
+		if i%64 == 0 || group > 0 {
+			if time.Since(start) > limit || ctx.Err() != nil {
+				truncated = off < total
+				break
+			}
+		}
+	}
+	if truncated && group > 0 && i%group != 0 {
+		if err := unix.Fdatasync(fd); err != nil {
+			return 0, 0, false, err
+		}
+	}
+	return off, float64(off) / time.Since(start).Seconds(), truncated, nil
+}

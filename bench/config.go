@@ -1,0 +1,239 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/idemlog/idemlog/batch"
+)
+
+// ErrUsage marks a workload that cannot run as described: a bad flag value
+// or a contradiction. The command line maps it to exit status 2.
+var ErrUsage = errors.New("invalid workload")
+
+// ErrUnavailable marks a workload that needs a feature idemlog does not have
+// yet. The command line maps it to exit status 2 as well.
+var ErrUnavailable = errors.New("not available yet")
+
+// Limits on the workload, so that a typing mistake fails at once instead of
+// exhausting memory: each producer holds about 250 KB of histograms and a
+// payload pool, and a batch is built in memory.
+const (
+	MaxProducers  = 1024
+	MaxPartitions = 10000
+	MaxRecordSize = 16 << 20
+	MaxBatchBytes = 64 << 20
+)
+
+// DefaultDuration is how long a run lasts when neither Duration nor Records
+// is set.
+const DefaultDuration = 10 * time.Second
+
+// Config is a workload. The zero value is not valid; start from Defaults.
+type Config struct {
+	Producers  int    // producer goroutines; producer i writes partition i % Partitions
+	Partitions int    // partitions of the topic
+	RecordSize int    // bytes of each record's value (keys are null)
+	Batch      int    // records per batch
+	Codec      string // none, gzip, snappy, lz4, zstd
+	Fsync      string // never, always, interval=DUR, bytes=N
+	Mode       string // plain, idempotent, transactional
+	TxnBatches int    // batches per transaction (transactional mode)
+	// Duration and Records end the run; at most one may be set, and with
+	// neither the run lasts DefaultDuration. Records is the total over all
+	// producers.
+	Duration time.Duration
+	Records  int64
+	// Readers tail the partitions from offset 0 during the run, with
+	// Isolation read_uncommitted (read_committed needs transactions).
+	Readers   int
+	Isolation string
+	// Dir is the data directory; "" means a fresh temporary directory,
+	// removed when the run ends. A given one is kept, and reopened (and
+	// recovered, if it was not closed cleanly) if it exists.
+	Dir   string
+	Topic string
+	// SegmentBytes is segment.bytes (0: the engine's default, 1 GiB).
+	SegmentBytes int64
+	Payload      string // text (compressible words) or random
+	Seed         int64  // seeds the payload generator
+	// BaselineMax bounds the time the baseline may take; 0 skips it.
+	BaselineMax time.Duration
+
+	// Outputs: these do not change the workload; they are part of the
+	// report so that it says how the run was made.
+	JSON       bool
+	Plot       string // .svg or .html file
+	CPUProfile string
+	MemProfile string
+	Trace      string
+	Quiet      bool // no progress display
+}
+
+// Defaults returns the default workload.
+func Defaults() Config {
+	return Config{
+		Producers:   4,
+		Partitions:  4,
+		RecordSize:  100,
+		Batch:       100,
+		Codec:       "none",
+		Fsync:       "never",
+		Mode:        "idempotent",
+		TxnBatches:  10,
+		Isolation:   "read_uncommitted",
+		Topic:       "bench",
+		Payload:     "text",
+		Seed:        1,
+		BaselineMax: 5 * time.Second,
+	}
+}
+
+// parsed is a validated Config in the engine's terms.
+type parsed struct {
+	codec    batch.Codec
+	sync     syncPolicy
+	plain    bool
+	duration time.Duration // 0 in records mode
+}
+
+func usagef(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, args...))
+}
+
+// Validate reports whether c can run: an error wrapping ErrUsage for a bad
+// value, or ErrUnavailable for a feature idemlog lacks.
+func (c Config) Validate() error {
+	_, err := c.parse()
+	return err
+}
+
+func (c Config) parse() (parsed, error) {
+	var p parsed
+	var err error
+	switch {
+	case c.Producers < 1 || c.Producers > MaxProducers:
+		return p, usagef("--producers %d is not in 1..%d", c.Producers, MaxProducers)
+	case c.Partitions < 1 || c.Partitions > MaxPartitions:
+		return p, usagef("--partitions %d is not in 1..%d", c.Partitions, MaxPartitions)
+	case c.RecordSize < 0 || c.RecordSize > MaxRecordSize:
+		return p, usagef("--record-size %d is not in 0..%d", c.RecordSize, MaxRecordSize)
+	case c.Batch < 1:
+		return p, usagef("--batch %d is not positive", c.Batch)
+	case int64(c.Batch)*int64(c.RecordSize+8) > MaxBatchBytes:
+		return p, usagef("--batch %d x --record-size %d makes batches over %d MiB", c.Batch, c.RecordSize, MaxBatchBytes>>20)
+	case c.TxnBatches < 1:
+		return p, usagef("--txn-batches %d is not positive", c.TxnBatches)
+	case c.Duration < 0:
+		return p, usagef("--duration %v is negative", c.Duration)
+	case c.Records < 0:
+		return p, usagef("--records %d is negative", c.Records)
+	case c.Duration > 0 && c.Records > 0:
+		return p, usagef("--duration and --records exclude each other")
+	case c.Readers < 0:
+		return p, usagef("--readers %d is negative", c.Readers)
+	case c.SegmentBytes < 0:
+		return p, usagef("--segment-bytes %d is negative", c.SegmentBytes)
+	case c.SegmentBytes > 0 && int64(c.Batch)*int64(c.RecordSize+8)*2 > c.SegmentBytes:
+		return p, usagef("--segment-bytes %d is too small for batches of %d x %d bytes", c.SegmentBytes, c.Batch, c.RecordSize)
+	case c.BaselineMax < 0:
+		return p, usagef("--baseline-max %v is negative", c.BaselineMax)
+	case c.Topic == "":
+		return p, usagef("--topic is empty")
+	}
+	if p.codec, err = batch.ParseCodec(c.Codec); err != nil {
+		return p, usagef("--codec %q: want none, gzip, snappy, lz4 or zstd", c.Codec)
+	}
+	if p.sync, err = parseSync(c.Fsync); err != nil {
+		return p, usagef("--fsync: %v", err)
+	}
+	switch c.Payload {
+	case "text", "random":
+	default:
+		return p, usagef("--payload %q: want text or random", c.Payload)
+	}
+	switch ext := strings.ToLower(filepath.Ext(c.Plot)); {
+	case c.Plot == "", ext == ".svg", ext == ".html", ext == ".htm":
+	default:
+		return p, usagef("--plot %q: want a .svg or .html file", c.Plot)
+	}
+	switch c.Isolation {
+	case "read_uncommitted":
+	case "read_committed":
+		return p, fmt.Errorf("--isolation read_committed needs the transactions issue: %w", ErrUnavailable)
+	default:
+		return p, usagef("--isolation %q: want read_uncommitted or read_committed", c.Isolation)
+	}
+	switch c.Mode {
+	case "plain":
+		p.plain = true
+	case "idempotent":
+	case "transactional":
+		return p, fmt.Errorf("transactional mode needs the transactions issue; %w", ErrUnavailable)
+	default:
+		return p, usagef("--mode %q: want plain, idempotent or transactional", c.Mode)
+	}
+	p.duration = c.Duration
+	if c.Records == 0 && p.duration == 0 {
+		p.duration = DefaultDuration
+	}
+	return p, nil
+}
+
+// maxBatchSize is the engine's max.message.bytes for the workload: Kafka's
+// default, or more when the batches are larger (random payloads may grow a
+// little when compressed).
+func (c Config) maxBatchSize() int {
+	est := batch.HeaderSize + c.Batch*(c.RecordSize+24)
+	return max(batch.DefaultMaxBatchSize, est+est/8+4096)
+}
+
+// Workload is Config as the report shows it: every flag, durations as
+// strings.
+type Workload struct {
+	Producers    int    `json:"producers"`
+	Partitions   int    `json:"partitions"`
+	RecordSize   int    `json:"record_size"`
+	Batch        int    `json:"batch"`
+	Codec        string `json:"codec"`
+	Fsync        string `json:"fsync"`
+	Mode         string `json:"mode"`
+	TxnBatches   int    `json:"txn_batches"`
+	Duration     string `json:"duration"`
+	Records      int64  `json:"records"`
+	Readers      int    `json:"readers"`
+	Isolation    string `json:"isolation"`
+	Dir          string `json:"dir"`
+	Topic        string `json:"topic"`
+	SegmentBytes int64  `json:"segment_bytes"`
+	Payload      string `json:"payload"`
+	Seed         int64  `json:"seed"`
+	BaselineMax  string `json:"baseline_max"`
+	JSON         bool   `json:"json"`
+	Plot         string `json:"plot"`
+	CPUProfile   string `json:"cpuprofile"`
+	MemProfile   string `json:"memprofile"`
+	Trace        string `json:"trace"`
+	Quiet        bool   `json:"quiet"`
+}
+
+// Workload returns c for the report. Duration is "" in records mode.
+func (c Config) Workload() Workload {
+	w := Workload{
+		Producers: c.Producers, Partitions: c.Partitions, RecordSize: c.RecordSize, Batch: c.Batch,
+		Codec: c.Codec, Fsync: c.Fsync, Mode: c.Mode, TxnBatches: c.TxnBatches,
+		Records: c.Records, Readers: c.Readers, Isolation: c.Isolation, Dir: c.Dir, Topic: c.Topic,
+		SegmentBytes: c.SegmentBytes, Payload: c.Payload, Seed: c.Seed, BaselineMax: c.BaselineMax.String(),
+		JSON: c.JSON, Plot: c.Plot, CPUProfile: c.CPUProfile, MemProfile: c.MemProfile, Trace: c.Trace, Quiet: c.Quiet,
+	}
+	if c.Records == 0 {
+		w.Duration = c.Duration.String()
+		if c.Duration == 0 {
+			w.Duration = DefaultDuration.String()
+		}
+	}
+	return w
+}

@@ -1,0 +1,606 @@
+//go:build linux
+
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/engine"
+	"github.com/idemlog/idemlog/partition"
+	"github.com/idemlog/idemlog/segment"
+)
+
+type syncPolicy = partition.SyncPolicy
+
+func parseSync(s string) (syncPolicy, error) { return partition.ParseSyncPolicy(s) }
+
+// Latencies are recorded in nanoseconds, from 1 ns to histMax, to 3
+// significant digits; longer ones count as histMax.
+const histMax = int64(100 * time.Second)
+
+// partStat observes one partition's syncs: every producer, after its
+// append returns, reports the partition's recovery point; each new value is
+// one fdatasync (or more) that acknowledged appends.
+type partStat struct {
+	lastRP atomic.Int64
+	syncs  atomic.Int64
+	_      [48]byte // keep partitions' counters on separate cache lines
+}
+
+func (s *partStat) observe(rp int64) {
+	for {
+		old := s.lastRP.Load()
+		if rp <= old {
+			return
+		}
+		if s.lastRP.CompareAndSwap(old, rp) {
+			s.syncs.Add(1)
+			return
+		}
+	}
+}
+
+// producer is one producer goroutine's state. Only the goroutine touches
+// bld, cur and hist; the sampler reads the atomics.
+type producer struct {
+	part  *engine.Partition
+	stat  *partStat
+	bld   *batch.Builder
+	cur   *payloadCursor
+	prod  *engine.Producer // nil in plain mode
+	hist  *hdrhistogram.Histogram
+	quota int64 // records to write; -1: until stopped
+
+	records, batches, payload atomic.Int64
+	ival                      intervalHist
+}
+
+func (pr *producer) run(stop *atomic.Bool, codec batch.Codec, perBatch int) error {
+	size := int64(pr.cur.size)
+	left := pr.quota
+	for !stop.Load() {
+		n := perBatch
+		if left >= 0 {
+			if left == 0 {
+				return nil
+			}
+			n = int(min(int64(n), left))
+		}
+		pr.bld.Reset(codec)
+		ts := time.Now().UnixMilli()
+		for range n {
+			pr.bld.Append(ts, nil, pr.cur.next(), nil)
+		}
+		t0 := time.Now()
+		var err error
+		if pr.prod != nil {
+			_, err = pr.prod.Send(pr.part, pr.bld)
+		} else {
+			var b batch.Batch
+			if b, err = pr.bld.Build(); err == nil {
+				_, err = pr.part.Append(b)
+			}
+		}
+		lat := time.Since(t0).Nanoseconds()
+		if err != nil {
+			return err
+		}
+		_ = pr.hist.RecordValue(min(max(lat, 1), histMax))
+		pr.ival.record(lat)
+		pr.stat.observe(pr.part.Log().RecoveryPoint())
+		pr.records.Add(int64(n))
+		pr.batches.Add(1)
+		pr.payload.Add(int64(n) * size)
+		if left > 0 {
+			left -= int64(n)
+		}
+	}
+	return nil
+}
+
+// reader tails partitions from their start, counting what it reads.
+type reader struct {
+	parts          []*engine.Partition
+	records, bytes atomic.Int64
+}
+
+func (r *reader) run(writersDone, abort *atomic.Bool) error {
+	offs := make([]int64, len(r.parts))
+	for i, p := range r.parts {
+		offs[i] = p.Log().LogStartOffset()
+	}
+	for !abort.Load() {
+		// Loaded before the reads: once the writers are done, a reader that
+		// reaches the high watermark has read everything.
+		done := writersDone.Load()
+		progressed, caughtUp := false, true
+		for i, p := range r.parts {
+			l := p.Log()
+			c, err := l.Read(offs[i], 1<<20)
+			if err != nil {
+				return fmt.Errorf("reader: %w", err)
+			}
+			if len(c.Data) > 0 {
+				recs, _, err := countBatches(c.Data)
+				if err != nil {
+					c.Release()
+					return fmt.Errorf("reader: partition %d offset %d: %w", p.Index(), offs[i], err)
+				}
+				r.records.Add(recs)
+				r.bytes.Add(int64(len(c.Data)))
+				offs[i] = c.NextOffset
+				progressed = true
+			}
+			c.Release()
+			if offs[i] < l.HighWatermark() {
+				caughtUp = false
+			}
+		}
+		if done && caughtUp {
+			return nil
+		}
+		if !progressed {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// countBatches counts the records (outside control batches) and batches
+// of whole batches laid end to end.
+func countBatches(data []byte) (records, batches int64, err error) {
+	for len(data) > 0 {
+		n, err := batch.Size(data)
+		if err != nil {
+			return records, batches, err
+		}
+		b := batch.Batch(data[:n])
+		if !b.IsControl() {
+			records += int64(b.RecordsCount())
+		}
+		batches++
+		data = data[n:]
+	}
+	return records, batches, nil
+}
+
+// logBytes returns the bytes of the batches in [from, to) of l.
+func logBytes(l *partition.Log, from, to int64) (int64, error) {
+	var total int64
+	for off := max(from, l.LogStartOffset()); off < to; {
+		c, err := l.Read(off, 64<<20)
+		if err != nil {
+			return total, err
+		}
+		if len(c.Data) == 0 {
+			break
+		}
+		total += int64(len(c.Data))
+		off = c.NextOffset
+		c.Release()
+	}
+	return total, nil
+}
+
+// Run runs the workload c and returns what it measured. progress, if not
+// nil, gets a live display: one line rewritten in place on a terminal,
+// else a line per second. Cancelling ctx ends the run early (the result
+// says Interrupted). Errors wrap ErrUsage or ErrUnavailable when c is the
+// problem.
+func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
+	p, err := c.parse()
+	if err != nil {
+		return nil, err
+	}
+	if err := engine.ValidateTopic(c.Topic); err != nil {
+		return nil, usagef("--topic: %v", err)
+	}
+	if c.Quiet {
+		progress = nil
+	}
+	res := &Result{Workload: c.Workload(), Host: Host{
+		GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
+		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
+	}}
+	// Output files are created first, so that a bad path fails before the
+	// run rather than after it.
+	var cpuFile, traceFile, memFile *os.File
+	for _, o := range []struct {
+		path string
+		f    **os.File
+	}{{c.CPUProfile, &cpuFile}, {c.Trace, &traceFile}, {c.MemProfile, &memFile}} {
+		if o.path == "" {
+			continue
+		}
+		f, err := os.Create(o.path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		*o.f = f
+	}
+
+	dir := c.Dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "idemlog-bench-"); err != nil {
+			return nil, err
+		}
+		res.DirRemoved = true
+		defer os.RemoveAll(dir)
+	}
+	res.Dir = dir
+	for i := range c.Partitions {
+		pdir := filepath.Join(dir, fmt.Sprintf("%s-%d", c.Topic, i))
+		if _, err := os.Stat(pdir); err == nil {
+			res.Reopened = true
+			if _, err := os.Stat(filepath.Join(pdir, ".kafka_cleanshutdown")); err != nil {
+				res.Recovered = true
+			}
+		}
+	}
+
+	e, err := engine.Open(dir, engine.Options{Partition: partition.Options{
+		Sync:         p.sync,
+		MaxBatchSize: c.maxBatchSize(),
+		Segment:      segment.Options{MaxBytes: c.SegmentBytes},
+	}})
+	if err != nil {
+		return nil, err
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			e.Close()
+		}
+	}()
+	if err := e.CreateTopic(c.Topic, c.Partitions); err != nil {
+		return nil, err
+	}
+	parts := make([]*engine.Partition, c.Partitions)
+	stats := make([]partStat, c.Partitions)
+	res.PartitionOffsets = make([]PartitionOffsets, c.Partitions)
+	for i := range parts {
+		if parts[i], err = e.Partition(c.Topic, i); err != nil {
+			return nil, err
+		}
+		l := parts[i].Log()
+		res.PartitionOffsets[i] = PartitionOffsets{Partition: i, StartOffset: l.LogEndOffset()}
+		stats[i].lastRP.Store(l.RecoveryPoint())
+	}
+
+	pool := payloadPool(c.Payload, c.Seed, c.RecordSize, c.Batch)
+	prods := make([]*producer, c.Producers)
+	for i := range prods {
+		pr := &producer{
+			part:  parts[i%c.Partitions],
+			stat:  &stats[i%c.Partitions],
+			bld:   batch.NewBuilder(p.codec),
+			cur:   newCursor(pool, c.RecordSize, i),
+			hist:  hdrhistogram.New(1, histMax, 3),
+			quota: -1,
+		}
+		if c.Records > 0 {
+			pr.quota = c.Records / int64(c.Producers)
+			if int64(i) < c.Records%int64(c.Producers) {
+				pr.quota++
+			}
+		}
+		if !p.plain {
+			if pr.prod, err = e.NewProducer(); err != nil {
+				return nil, err
+			}
+		}
+		prods[i] = pr
+	}
+	readers := make([]*reader, c.Readers)
+	for i := range readers {
+		r := &reader{}
+		if c.Readers <= c.Partitions {
+			for j := i; j < c.Partitions; j += c.Readers {
+				r.parts = append(r.parts, parts[j])
+			}
+		} else {
+			r.parts = []*engine.Partition{parts[i%c.Partitions]}
+		}
+		readers[i] = r
+	}
+
+	if cpuFile != nil {
+		if err := pprof.StartCPUProfile(cpuFile); err != nil {
+			return nil, err
+		}
+	}
+	if traceFile != nil {
+		if err := trace.Start(traceFile); err != nil {
+			if cpuFile != nil {
+				pprof.StopCPUProfile()
+			}
+			return nil, err
+		}
+	}
+
+	var stop, writersDone, abort, interrupted atomic.Bool
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	start := time.Now()
+	if p.duration > 0 {
+		t := time.AfterFunc(p.duration, func() { stop.Store(true) })
+		defer t.Stop()
+	}
+	defer context.AfterFunc(ctx, func() {
+		interrupted.Store(true)
+		stop.Store(true)
+	})()
+
+	smp := newSampler(start, prods, readers, progress, c, p.duration)
+	smpDone := make(chan struct{})
+	go func() {
+		defer close(smpDone)
+		smp.loop()
+	}()
+
+	var errMu sync.Mutex
+	var errs []error
+	fail := func(err error) {
+		errMu.Lock()
+		errs = append(errs, err)
+		errMu.Unlock()
+		stop.Store(true)
+		abort.Store(true)
+	}
+	var rwg sync.WaitGroup
+	readEnd := make([]time.Time, len(readers))
+	for i, r := range readers {
+		rwg.Go(func() {
+			if err := r.run(&writersDone, &abort); err != nil {
+				fail(err)
+			}
+			readEnd[i] = time.Now()
+		})
+	}
+	var pwg sync.WaitGroup
+	for _, pr := range prods {
+		pwg.Go(func() {
+			if err := pr.run(&stop, p.codec, c.Batch); err != nil {
+				fail(err)
+			}
+		})
+	}
+	pwg.Wait()
+	end := time.Now()
+	runtime.ReadMemStats(&ms1)
+	writersDone.Store(true)
+	rwg.Wait()
+	smp.finish(end)
+	<-smpDone
+	if traceFile != nil {
+		trace.Stop()
+	}
+	if cpuFile != nil {
+		pprof.StopCPUProfile()
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	res.Interrupted = interrupted.Load()
+
+	// The figures.
+	res.Seconds = end.Sub(start).Seconds()
+	merged := hdrhistogram.New(1, histMax, 3)
+	for _, pr := range prods {
+		res.Records += pr.records.Load()
+		res.Batches += pr.batches.Load()
+		res.PayloadBytes += pr.payload.Load()
+		merged.Merge(pr.hist)
+	}
+	for i := range stats {
+		res.SyncsObserved += stats[i].syncs.Load()
+	}
+	for i, part := range parts {
+		l := part.Log()
+		po := &res.PartitionOffsets[i]
+		po.EndOffset = l.HighWatermark()
+		n, err := logBytes(l, po.StartOffset, po.EndOffset)
+		if err != nil {
+			return nil, fmt.Errorf("cannot measure partition %d: %w", i, err)
+		}
+		res.Bytes += n
+	}
+	if s := res.Seconds; s > 0 {
+		res.RecordsPerSec = float64(res.Records) / s
+		res.BytesPerSec = float64(res.Bytes) / s
+		res.PayloadBytesPerSec = float64(res.PayloadBytes) / s
+	}
+	us := func(q float64) float64 { return float64(merged.ValueAtQuantile(q)) / 1e3 }
+	res.LatencyUs = Latency{P50: us(50), P90: us(90), P99: us(99), P999: us(99.9),
+		Max: float64(merged.Max()) / 1e3, Mean: merged.Mean() / 1e3}
+	res.LatencyScope = "Producer.Send (build + append + ack wait)"
+	if p.plain {
+		res.LatencyScope = "Builder.Build + Partition.Append (build + append + ack wait)"
+	}
+	if res.Batches > 0 {
+		res.AllocsPerBatch = float64(ms1.Mallocs-ms0.Mallocs) / float64(res.Batches)
+	}
+	if len(readers) > 0 {
+		last := start
+		for i, r := range readers {
+			res.ReadRecords += r.records.Load()
+			res.ReadBytes += r.bytes.Load()
+			if readEnd[i].After(last) {
+				last = readEnd[i]
+			}
+		}
+		res.ReadSeconds = last.Sub(start).Seconds()
+		if res.ReadSeconds > 0 {
+			res.ReadRecordsPerSec = float64(res.ReadRecords) / res.ReadSeconds
+			res.ReadBytesPerSec = float64(res.ReadBytes) / res.ReadSeconds
+		}
+	}
+	res.Timeline = smp.samples
+
+	if memFile != nil {
+		runtime.GC()
+		if err := pprof.WriteHeapProfile(memFile); err != nil {
+			return nil, err
+		}
+	}
+
+	// What follows can take seconds (syncing what never was, writing up
+	// to a GiB twice): say so, on the progress line.
+	status := func(msg string) {}
+	if progress != nil {
+		term := isTerminal(progress)
+		status = func(msg string) {
+			switch {
+			case term && msg == "":
+				fmt.Fprint(progress, "\r\x1b[K")
+			case term:
+				fmt.Fprintf(progress, "\r\x1b[Kbench: %s", msg)
+			case msg != "":
+				fmt.Fprintf(progress, "bench: %s\n", msg)
+			}
+		}
+		defer status("")
+	}
+	status("closing the engine (final syncs)...")
+	t := time.Now()
+	closed = true
+	if err := e.Close(); err != nil {
+		return nil, fmt.Errorf("cannot close the engine: %w", err)
+	}
+	res.CloseSeconds = time.Since(t).Seconds()
+
+	if res.Bytes > 0 && c.BaselineMax > 0 && ctx.Err() == nil {
+		status(fmt.Sprintf("measuring the baseline on %s...", sizeString(float64(min(res.Bytes, baselineCap)))))
+	}
+	if err := runBaseline(ctx, dir, c, p, res); err != nil {
+		return nil, err
+	}
+	if c.Plot != "" {
+		if err := WritePlot(c.Plot, res); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range []*os.File{cpuFile, traceFile, memFile} {
+		if f != nil {
+			if err := f.Close(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return res, nil
+}
+
+// sampleInterval is the timeline's resolution and the progress display's
+// period; tests shorten it.
+var sampleInterval = time.Second
+
+// sampler takes the per-second samples and shows progress.
+type sampler struct {
+	start    time.Time
+	prods    []*producer
+	readers  []*reader
+	out      io.Writer
+	terminal bool
+	cfg      Config
+	duration time.Duration
+
+	ticker  *time.Ticker
+	stop    chan time.Time
+	last    time.Time
+	records int64
+	payload int64
+	read    int64
+	counts  [numBuckets]uint64
+	samples []Sample
+}
+
+func newSampler(start time.Time, prods []*producer, readers []*reader, out io.Writer, c Config, d time.Duration) *sampler {
+	return &sampler{start: start, prods: prods, readers: readers, out: out, terminal: out != nil && isTerminal(out),
+		cfg: c, duration: d, ticker: time.NewTicker(sampleInterval), stop: make(chan time.Time, 1), last: start}
+}
+
+func (s *sampler) loop() {
+	defer s.ticker.Stop()
+	for {
+		select {
+		case <-s.ticker.C:
+			// The counters are read now, whenever the tick was.
+			s.sample(time.Now(), true)
+		case end := <-s.stop:
+			if end.Sub(s.last) >= 10*time.Millisecond || len(s.samples) == 0 {
+				s.sample(end, false)
+			}
+			if s.terminal {
+				fmt.Fprint(s.out, "\r\x1b[K")
+			}
+			return
+		}
+	}
+}
+
+// finish takes the last sample, at end, and stops the loop.
+func (s *sampler) finish(end time.Time) { s.stop <- end }
+
+func (s *sampler) sample(now time.Time, show bool) {
+	var records, payload, read int64
+	s.counts = [numBuckets]uint64{}
+	for _, pr := range s.prods {
+		records += pr.records.Load()
+		payload += pr.payload.Load()
+		pr.ival.drainInto(&s.counts)
+	}
+	for _, r := range s.readers {
+		read += r.records.Load()
+	}
+	dt := now.Sub(s.last).Seconds()
+	if dt <= 0 {
+		return
+	}
+	smp := Sample{
+		T:                  now.Sub(s.start).Seconds(),
+		Seconds:            dt,
+		Records:            records - s.records,
+		RecordsPerSec:      float64(records-s.records) / dt,
+		PayloadBytesPerSec: float64(payload-s.payload) / dt,
+		P99Us:              float64(quantile(&s.counts, 0.99)) / 1e3,
+		MaxUs:              float64(quantile(&s.counts, 1)) / 1e3,
+		ReadRecordsPerSec:  float64(read-s.read) / dt,
+	}
+	s.samples = append(s.samples, smp)
+	s.last, s.records, s.payload, s.read = now, records, payload, read
+	if !show || s.out == nil {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "bench %5.1fs  %s records/s  %s/s  p99 %s  %s records",
+		smp.T, countString(int64(smp.RecordsPerSec)), sizeString(smp.PayloadBytesPerSec), usString(smp.P99Us), countString(records))
+	if len(s.readers) > 0 {
+		fmt.Fprintf(&b, "  read %s records/s", countString(int64(smp.ReadRecordsPerSec)))
+	}
+	if s.cfg.Records > 0 {
+		fmt.Fprintf(&b, "  %3.0f%%", 100*float64(records)/float64(s.cfg.Records))
+	} else if s.duration > 0 {
+		fmt.Fprintf(&b, "  %3.0f%%", min(100, 100*smp.T/s.duration.Seconds()))
+	}
+	if s.terminal {
+		fmt.Fprintf(s.out, "\r\x1b[K%s", b.String())
+	} else {
+		fmt.Fprintln(s.out, b.String())
+	}
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/idemlog/idemlog/bench"
+)
+
+const benchSynopsis = "Usage: idemlog bench [flags]\n"
+
+const benchAbout = `
+Generate load on an embedded engine and measure it: --producers goroutines
+append batches of --batch records of --record-size bytes to --partitions
+partitions (producer i writes partition i % partitions), for --duration or
+until --records records in all are written, while --readers goroutines may
+tail the partitions from offset 0.
+
+Modes: plain appends batches without a producer id (Partition.Append);
+idempotent gives each producer goroutine its own idempotent producer
+(Producer.Send: producer id, sequence numbers, deduplication).
+Transactional mode and read_committed readers need transactions, which
+idemlog does not have yet.
+
+The data goes to a fresh temporary directory, removed at the end, unless
+--dir names one: that is kept for 'idemlog dump' and 'idemlog verify', and
+an existing one is reopened (recovered if it was not closed cleanly) and
+appended to.
+
+After the run, with the engine closed, the machine's own speed is measured
+on the same directory and the same number of bytes (at most 1 GiB), in
+chunks of the run's average batch size: write(2) into a file preallocated
+with fallocate, and write(2) with an fdatasync every G chunks, G being the
+batches per sync observed in the run (the number of producers when there
+were no syncs to observe). The ratio compares the run's log bytes per
+second with write(2) for --fsync never, interval and bytes, and with
+write+fdatasync for always.
+`
+
+const benchDetails = `
+Output:
+  While running, a progress line on stderr: rewritten in place on a
+  terminal, one per second otherwise (--quiet: none). Then a summary on
+  stdout, or with --json one JSON object: the workload (every flag),
+  records, batches, bytes (as in the log, compressed), payload_bytes,
+  seconds, records_per_sec, bytes_per_sec, latency_us (p50, p90, p99,
+  p999, max, mean per batch, from the Send/Append call to its return),
+  allocs_per_batch, baseline (write_bytes_per_sec,
+  write_fdatasync_bytes_per_sec, sync_group, ...), ratio_to_baseline,
+  read_records_per_sec, read_bytes_per_sec, partition_offsets and a
+  per-second timeline. --plot draws the timeline (throughput and p99).
+
+Exit status: 0 after a run, 1 if it failed, 2 if the command line is wrong
+or asks for what is not available yet (transactional mode,
+read_committed).
+`
+
+func runBench(args []string, stdout, stderr io.Writer) int {
+	d := bench.Defaults()
+	fs := newFlagSet("bench")
+	c := d
+	fs.IntVar(&c.Producers, "producers", d.Producers, "run `N` producer goroutines")
+	fs.IntVar(&c.Partitions, "partitions", d.Partitions, "write to `N` partitions; producer i writes partition i % N")
+	fs.IntVar(&c.RecordSize, "record-size", d.RecordSize, "`BYTES` of value per record (keys are null)")
+	fs.IntVar(&c.Batch, "batch", d.Batch, "`RECORDS` per batch")
+	fs.StringVar(&c.Codec, "codec", d.Codec, "`CODEC` of the batches: none, gzip, snappy, lz4 or zstd")
+	fs.StringVar(&c.Fsync, "fsync", d.Fsync, "sync `POLICY`: never, always, interval=DUR or bytes=N")
+	fs.StringVar(&c.Mode, "mode", d.Mode, "`MODE`: plain, idempotent or transactional (not available yet)")
+	fs.IntVar(&c.TxnBatches, "txn-batches", d.TxnBatches, "`N` batches per transaction (transactional mode)")
+	fs.DurationVar(&c.Duration, "duration", bench.DefaultDuration, "run for `DUR`, unless --records is given")
+	fs.Var((*optInt64)(&c.Records), "records", "write `N` records in all, then stop, instead of running for --duration")
+	fs.IntVar(&c.Readers, "readers", d.Readers, "run `N` readers, tailing the partitions from offset 0")
+	fs.StringVar(&c.Isolation, "isolation", d.Isolation, "readers' `LEVEL`: read_uncommitted or read_committed (not available yet)")
+	fs.StringVar(&c.Dir, "dir", "", "data `DIR`, kept after the run, appended to if it exists (default: a temporary directory, removed)")
+	fs.StringVar(&c.Topic, "topic", d.Topic, "topic `NAME`")
+	fs.Var((*optInt64)(&c.SegmentBytes), "segment-bytes", "segment size in `BYTES` (default: 1 GiB, Kafka's)")
+	fs.StringVar(&c.Payload, "payload", d.Payload, "record values, `KIND`: text (compressible words) or random")
+	fs.Int64Var(&c.Seed, "seed", d.Seed, "`N` seeding the payload generator")
+	fs.DurationVar(&c.BaselineMax, "baseline-max", d.BaselineMax, "stop each baseline measurement after `DUR`; 0 skips the baseline")
+	fs.BoolVar(&c.JSON, "json", false, "print the report as one JSON object")
+	fs.StringVar(&c.Plot, "plot", "", "draw throughput and p99 per second into `FILE` (.svg or .html)")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to `FILE`")
+	fs.StringVar(&c.MemProfile, "memprofile", "", "write a heap profile after the run to `FILE`")
+	fs.StringVar(&c.Trace, "trace", "", "write an execution trace of the run to `FILE`")
+	fs.BoolVar(&c.Quiet, "quiet", false, "show no progress on stderr")
+	showUsage := func(w io.Writer, full bool) {
+		fmt.Fprint(w, benchSynopsis)
+		if full {
+			fmt.Fprint(w, benchAbout)
+			fmt.Fprint(w, "\nFlags:\n")
+			printFlags(w, fs)
+			fmt.Fprint(w, benchDetails)
+		} else {
+			// The flags are many: the error above stays in view.
+			fmt.Fprint(w, "Run 'idemlog bench --help' for the flags.\n")
+		}
+	}
+	rest, err := parseArgs(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		showUsage(stdout, true)
+		return exitOK
+	}
+	if err == nil && len(rest) > 0 {
+		err = fmt.Errorf("unexpected argument %q", rest[0])
+	}
+	if err == nil {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if set["records"] && !set["duration"] {
+			c.Duration = 0
+		}
+		err = c.Validate()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idemlog bench: %v\n\n", err)
+		showUsage(stderr, false)
+		return exitUsage
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// After the first signal the run winds down and reports; a second one
+	// kills the process as usual.
+	context.AfterFunc(ctx, stop)
+	res, err := bench.Run(ctx, c, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemlog bench: %v\n", err)
+		if errors.Is(err, bench.ErrUsage) || errors.Is(err, bench.ErrUnavailable) {
+			return exitUsage
+		}
+		return exitFail
+	}
+	if c.JSON {
+		err = res.WriteJSON(stdout)
+	} else {
+		err = res.WriteSummary(stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idemlog bench: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+// optInt64 is an int64 flag whose zero value means "not given", so that the
+// help shows no "(default 0)" for it.
+type optInt64 int64
+
+func (v *optInt64) String() string {
+	if v == nil || *v == 0 {
+		return ""
+	}
+	return strconv.FormatInt(int64(*v), 10)
+}
+
+func (v *optInt64) Set(s string) error {
+	n, err := strconv.ParseInt(s, 0, 64)
+	if err != nil {
+		return errors.New("parse error")
+	}
+	*v = optInt64(n)
+	return nil
+}

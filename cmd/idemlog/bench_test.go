@@ -1,0 +1,179 @@
+//go:build linux
+
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestBenchUsage(t *testing.T) {
+	for _, c := range []struct {
+		args      []string
+		code      int
+		stdoutHas string
+		stderrHas string
+	}{
+		{[]string{"bench", "--help"}, 0, "Usage: idemlog bench", ""},
+		{[]string{"bench", "-h"}, 0, "--txn-batches N", ""},
+		{[]string{"help", "bench"}, 0, "Exit status:", ""},
+		{[]string{"--help"}, 0, "  bench ", ""},
+		{[]string{"bench", "--producers", "0"}, 2, "", "--producers 0 is not in"},
+		{[]string{"bench", "--producers", "x"}, 2, "", "invalid value"},
+		{[]string{"bench", "--codec", "brotli"}, 2, "", "--codec"},
+		{[]string{"bench", "--fsync", "sometimes"}, 2, "", "cannot parse fsync policy"},
+		{[]string{"bench", "--mode", "fast"}, 2, "", "--mode"},
+		{[]string{"bench", "--mode", "transactional"}, 2, "", "transactional mode needs the transactions issue; not available yet"},
+		{[]string{"bench", "--readers", "1", "--isolation", "read_committed"}, 2, "", "read_committed needs the transactions issue"},
+		{[]string{"bench", "--duration", "1s", "--records", "5"}, 2, "", "exclude each other"},
+		{[]string{"bench", "--records", "5x"}, 2, "", "invalid value"},
+		{[]string{"bench", "--plot", "x.png"}, 2, "", "--plot"},
+		{[]string{"bench", "--topic", "a/b"}, 2, "", "--topic"},
+		{[]string{"bench", "extra"}, 2, "", `unexpected argument "extra"`},
+		{[]string{"bench", "--bogus"}, 2, "", "not defined: -bogus"},
+	} {
+		code, stdout, stderr := runCLI(c.args...)
+		if code != c.code {
+			t.Errorf("%q: exit %d, want %d (stderr %q)", c.args, code, c.code, stderr)
+		}
+		if c.stdoutHas == "" && stdout != "" || !strings.Contains(stdout, c.stdoutHas) {
+			t.Errorf("%q: stdout %.300q, want it to contain %q", c.args, stdout, c.stdoutHas)
+		}
+		if c.stderrHas == "" && stderr != "" || !strings.Contains(stderr, c.stderrHas) {
+			t.Errorf("%q: stderr %q, want it to contain %q", c.args, stderr, c.stderrHas)
+		}
+	}
+}
+
+// benchJSON runs bench with --json and returns the decoded report.
+func benchJSON(t *testing.T, args ...string) map[string]any {
+	t.Helper()
+	args = append([]string{"bench", "--json", "--quiet", "--baseline-max", "30ms", "--segment-bytes", "1048576"}, args...)
+	code, stdout, stderr := runCLI(args...)
+	if code != 0 || stderr != "" {
+		t.Fatalf("%q: exit %d, stderr %q", args, code, stderr)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(stdout), &m); err != nil {
+		t.Fatalf("%q: %v in %q", args, err, stdout)
+	}
+	return m
+}
+
+func num(t *testing.T, m map[string]any, key string) float64 {
+	t.Helper()
+	v, ok := m[key].(float64)
+	if !ok {
+		t.Fatalf("%q is %v (%T), want a number", key, m[key], m[key])
+	}
+	return v
+}
+
+func obj(t *testing.T, m map[string]any, key string) map[string]any {
+	t.Helper()
+	v, ok := m[key].(map[string]any)
+	if !ok {
+		t.Fatalf("%q is %v, want an object", key, m[key])
+	}
+	return v
+}
+
+// TestBenchJSON: each mode with each fsync policy finishes with a report
+// that has every field, with sane values.
+func TestBenchJSON(t *testing.T) {
+	flags := []string{"producers", "partitions", "record_size", "batch", "codec", "fsync", "mode", "txn_batches",
+		"duration", "records", "readers", "isolation", "dir", "payload", "seed", "json", "plot",
+		"cpuprofile", "memprofile", "trace"}
+	for _, mode := range []string{"plain", "idempotent"} {
+		for _, fsync := range []string{"never", "always", "interval=20ms", "bytes=65536"} {
+			m := benchJSON(t, "--records", "20000", "--mode", mode, "--fsync", fsync, "--producers", "2", "--partitions", "2",
+				"--dir", t.TempDir())
+			w := obj(t, m, "workload")
+			for _, f := range flags {
+				if _, ok := w[f]; !ok {
+					t.Errorf("%s/%s: workload lacks %q", mode, fsync, f)
+				}
+			}
+			if w["mode"] != mode || w["fsync"] != fsync || w["records"] != 20000.0 || w["json"] != true {
+				t.Errorf("%s/%s: workload %v", mode, fsync, w)
+			}
+			if num(t, m, "records") != 20000 {
+				t.Errorf("%s/%s: records %v", mode, fsync, m["records"])
+			}
+			for _, k := range []string{"bytes", "seconds", "records_per_sec", "bytes_per_sec", "ratio_to_baseline"} {
+				if num(t, m, k) <= 0 {
+					t.Errorf("%s/%s: %s = %v", mode, fsync, k, m[k])
+				}
+			}
+			if a := num(t, m, "allocs_per_batch"); a < 0 || a > 50 {
+				t.Errorf("%s/%s: allocs_per_batch %v", mode, fsync, a)
+			}
+			num(t, m, "read_records_per_sec")
+			num(t, m, "read_bytes_per_sec")
+			lat := obj(t, m, "latency_us")
+			prev := 0.0
+			for _, k := range []string{"p50", "p90", "p99", "p999", "max"} {
+				v := num(t, lat, k)
+				if v <= 0 || v < prev {
+					t.Errorf("%s/%s: latency %v", mode, fsync, lat)
+				}
+				prev = v
+			}
+			bl := obj(t, m, "baseline")
+			if num(t, bl, "write_bytes_per_sec") <= 0 || num(t, bl, "write_fdatasync_bytes_per_sec") <= 0 || bl["when"] != "after" {
+				t.Errorf("%s/%s: baseline %v", mode, fsync, bl)
+			}
+			want := "write"
+			if fsync == "always" {
+				want = "write_fdatasync"
+			}
+			if bl["compared_with"] != want {
+				t.Errorf("%s/%s: compared with %v", mode, fsync, bl["compared_with"])
+			}
+			if src := bl["sync_group_source"]; fsync == "never" && src != "producers" || fsync == "always" && src != "observed" {
+				t.Errorf("%s/%s: sync group source %v", mode, fsync, src)
+			}
+		}
+	}
+}
+
+// TestBenchDir: --dir keeps data that verify accepts; a second run with
+// readers appends to it and its readers read everything from offset 0.
+func TestBenchDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	first := benchJSON(t, "--records", "5000", "--dir", dir, "--mode", "plain")
+	second := benchJSON(t, "--records", "3000", "--dir", dir, "--readers", "2")
+	if first["reopened"] != false || second["reopened"] != true || second["dir_removed"] != false {
+		t.Errorf("reopened %v then %v", first["reopened"], second["reopened"])
+	}
+	for i, po := range second["partition_offsets"].([]any) {
+		start := po.(map[string]any)["start_offset"]
+		if end := first["partition_offsets"].([]any)[i].(map[string]any)["end_offset"]; start != end {
+			t.Errorf("partition %d: second run starts at %v, first ended at %v", i, start, end)
+		}
+	}
+	if got := num(t, second, "read_records"); got != 8000 {
+		t.Errorf("readers read %v records, want 8000", got)
+	}
+	if num(t, second, "read_records_per_sec") <= 0 || num(t, second, "read_bytes_per_sec") <= 0 {
+		t.Errorf("read rates %v %v", second["read_records_per_sec"], second["read_bytes_per_sec"])
+	}
+	code, stdout, stderr := runCLI("verify", dir)
+	if code != 0 || !strings.Contains(stdout, "8000 records") {
+		t.Errorf("verify: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
+func TestBenchSummary(t *testing.T) {
+	code, stdout, stderr := runCLI("bench", "--records", "2000", "--quiet", "--baseline-max", "30ms", "--dir", t.TempDir())
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	for _, want := range []string{"idemlog bench: idempotent", "written        2,000 records", "latency        p50", "ratio"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("summary lacks %q:\n%s", want, stdout)
+		}
+	}
+}

@@ -1,0 +1,224 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemlog/idemlog/partition"
+)
+
+// Options configure an engine. Zero fields take defaults.
+type Options struct {
+	// Partition configures every partition's log.
+	Partition partition.Options
+	// MaxProducersPerPartition bounds producer state per partition
+	// (default 100000, about 20 MB); past it, a new producer's append
+	// fails with pidtable.ErrTooManyProducers.
+	MaxProducersPerPartition int
+	// ProducerIDExpiration is producer.id.expiration.ms (default 24h).
+	ProducerIDExpiration time.Duration
+	// Now is the clock (producer expiry, retention); nil means time.Now.
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxProducersPerPartition <= 0 {
+		o.MaxProducersPerPartition = 100_000
+	}
+	if o.ProducerIDExpiration <= 0 {
+		o.ProducerIDExpiration = 24 * time.Hour
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Partition.Now == nil {
+		o.Partition.Now = o.Now
+	}
+	return o
+}
+
+// Engine is a data directory of topics. It is safe for concurrent use.
+type Engine struct {
+	dir  string
+	opts Options
+	pids *pidAllocator
+
+	// parts maps "topic-index" to its partition. The map is replaced, never
+	// edited (under mu), so lookups on the append path take no lock.
+	parts  atomic.Pointer[map[string]*Partition]
+	mu     sync.Mutex
+	closed bool
+}
+
+// ErrClosed: the engine was closed.
+var ErrClosed = errors.New("engine closed")
+
+// Open opens (or creates) the engine in dir, opening every partition found
+// there, recovering any that was not closed cleanly.
+func Open(dir string, opts Options) (*Engine, error) {
+	opts = opts.withDefaults()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cannot create data dir: %w", err)
+	}
+	pids, err := openPIDAllocator(dir)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{dir: dir, opts: opts, pids: pids}
+	parts := map[string]*Partition{}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("cannot list data dir: %w", err)
+	}
+	for _, ent := range entries {
+		topic, index, ok := parsePartitionDir(ent)
+		if !ok {
+			continue
+		}
+		p, err := openPartition(filepath.Join(dir, ent.Name()), topic, index, &e.opts)
+		if err != nil {
+			for _, p := range parts {
+				p.close()
+			}
+			return nil, err
+		}
+		parts[ent.Name()] = p
+	}
+	e.parts.Store(&parts)
+	return e, nil
+}
+
+func parsePartitionDir(ent os.DirEntry) (string, int, bool) {
+	if !ent.IsDir() {
+		return "", 0, false
+	}
+	name := ent.Name()
+	i := strings.LastIndexByte(name, '-')
+	if i <= 0 {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(name[i+1:])
+	if err != nil || n < 0 || ValidateTopic(name[:i]) != nil {
+		return "", 0, false
+	}
+	return name[:i], n, true
+}
+
+func partitionKey(topic string, index int) string { return topic + "-" + strconv.Itoa(index) }
+
+// CreateTopic creates partitions 0..partitions-1 of topic; existing ones
+// are kept.
+func (e *Engine) CreateTopic(topic string, partitions int) error {
+	if err := ValidateTopic(topic); err != nil {
+		return err
+	}
+	if partitions <= 0 || partitions > 1<<20 {
+		return fmt.Errorf("cannot create topic %q with %d partitions: %w", topic, partitions, ErrInvalidTopic)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
+	parts := maps.Clone(*e.parts.Load())
+	for i := range partitions {
+		key := partitionKey(topic, i)
+		if parts[key] != nil {
+			continue
+		}
+		p, err := openPartition(filepath.Join(e.dir, key), topic, i, &e.opts)
+		if err != nil {
+			return err
+		}
+		parts[key] = p
+	}
+	e.parts.Store(&parts)
+	return nil
+}
+
+// Partition returns a partition, or ErrUnknownTopicOrPartition.
+func (e *Engine) Partition(topic string, index int) (*Partition, error) {
+	// The key is built on the stack for short names; the map lookup with a
+	// string conversion of a byte slice does not allocate.
+	var buf [64]byte
+	key := append(append(append(buf[:0], topic...), '-'), strconv.Itoa(index)...)
+	if p := (*e.parts.Load())[string(key)]; p != nil {
+		return p, nil
+	}
+	return nil, fmt.Errorf("cannot find %s-%d: %w", topic, index, ErrUnknownTopicOrPartition)
+}
+
+// Topics returns the topics and their partition counts.
+func (e *Engine) Topics() map[string]int {
+	out := map[string]int{}
+	for _, p := range *e.parts.Load() {
+		out[p.topic] = max(out[p.topic], p.index+1)
+	}
+	return out
+}
+
+// Partitions returns every partition, ordered by topic and index.
+func (e *Engine) Partitions() []*Partition {
+	var out []*Partition
+	for _, p := range *e.parts.Load() {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].topic != out[j].topic {
+			return out[i].topic < out[j].topic
+		}
+		return out[i].index < out[j].index
+	})
+	return out
+}
+
+// InitProducerID returns a new producer id at epoch 0, for an idempotent
+// producer without a transactional id. Ids are unique across restarts.
+func (e *Engine) InitProducerID() (pid int64, epoch int16, err error) {
+	pid, err = e.pids.allocate()
+	return pid, 0, err
+}
+
+// ExpireProducers applies producer-id expiry to every partition.
+func (e *Engine) ExpireProducers() int {
+	n := 0
+	for _, p := range *e.parts.Load() {
+		n += p.ExpireProducers()
+	}
+	return n
+}
+
+// Close closes every partition cleanly (snapshots, clean-shutdown markers).
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
+	e.closed = true
+	var errs []error
+	for _, p := range *e.parts.Load() {
+		errs = append(errs, p.close())
+	}
+	return errors.Join(errs...)
+}
+
+// Kill stops every partition as a crash would (see partition.Log.Kill): for
+// crash tests that reopen the data directory in the same process.
+func (e *Engine) Kill() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.closed = true
+	for _, p := range *e.parts.Load() {
+		p.log.Kill()
+	}
+}

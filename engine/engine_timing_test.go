@@ -1,0 +1,240 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/partition"
+	"github.com/idemlog/idemlog/segment"
+)
+
+// benchBatches returns one batch per sequence slot for a producer, so the
+// benchmark appends in-order batches without building them in the loop:
+// the same bytes with the sequence field advanced (the CRC covers it, so
+// each is resealed here, outside the timed loop).
+func benchBatches(b *testing.B, pid int64, records, valueSize, n int) [][]byte {
+	out := make([][]byte, n)
+	bld := batch.NewBuilder(batch.CodecNone)
+	value := bytes.Repeat([]byte("v"), valueSize)
+	ts := time.Now().UnixMilli()
+	for i := range out {
+		bld.Reset(batch.CodecNone)
+		if pid >= 0 {
+			bld.SetProducer(pid, 0, int32(i*records))
+		}
+		for range records {
+			bld.Append(ts, nil, value, nil)
+		}
+		v, err := bld.Build()
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[i] = bytes.Clone(v)
+	}
+	return out
+}
+
+// BenchmarkAppendIdempotence compares appends with producer checks against
+// the same appends without a producer id, in the same run: the price of
+// idempotence. SyncNever, one partition.
+func BenchmarkAppendIdempotence(b *testing.B) {
+	for _, shape := range []struct{ records, size int }{{1, 100}, {64, 100}} {
+		for _, mode := range []string{"plain", "idempotent"} {
+			b.Run(fmt.Sprintf("records=%dx%d/%s", shape.records, shape.size, mode), func(b *testing.B) {
+				e, err := Open(b.TempDir(), Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer e.Close()
+				e.CreateTopic("t", 1)
+				p, _ := e.Partition("t", 0)
+				pid := int64(-1)
+				if mode == "idempotent" {
+					pid = 1
+				}
+				const pool = 4096
+				batches := benchBatches(b, pid, shape.records, shape.size, pool)
+				b.SetBytes(int64(len(batches[0])))
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := range b.N {
+					// Sequences must keep increasing: cycle the pool under
+					// a new epoch each time round (epoch bump, sequence 0).
+					v := batches[i%pool]
+					if pid >= 0 && i%pool == 0 && i > 0 {
+						b.StopTimer()
+						batches = bumpEpoch(b, batches, int16(i/pool))
+						v = batches[0]
+						b.StartTimer()
+					}
+					if _, err := p.Append(v); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "batches/s")
+			})
+		}
+	}
+}
+
+// bumpEpoch rewrites the epoch of every batch and reseals it.
+func bumpEpoch(b *testing.B, batches [][]byte, epoch int16) [][]byte {
+	var d batch.Decoder
+	out := make([][]byte, len(batches))
+	bld := batch.NewBuilder(batch.CodecNone)
+	for i, raw := range batches {
+		v := batch.Batch(raw)
+		bld.Reset(batch.CodecNone)
+		bld.SetProducer(v.ProducerID(), epoch, v.BaseSequence())
+		it, err := d.Records(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var r batch.Record
+		for it.Next(&r) {
+			bld.Append(r.Timestamp, r.Key, r.Value, nil)
+		}
+		nb, err := bld.Build()
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[i] = bytes.Clone(nb)
+	}
+	return out
+}
+
+// BenchmarkScaling: N producers on N partitions, and N producers on one
+// partition (N = GOMAXPROCS via -cpu), 100-byte single-record idempotent
+// batches. Run with -cpu 1,2 (and more on a bigger machine).
+func BenchmarkScaling(b *testing.B) {
+	for _, shared := range []bool{false, true} {
+		name := "partition-per-producer"
+		if shared {
+			name = "one-partition"
+		}
+		b.Run(name, func(b *testing.B) {
+			e, err := Open(b.TempDir(), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			e.CreateTopic("t", 64)
+			var next atomic.Int64
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				id := next.Add(1)
+				part := 0
+				if !shared {
+					part = int(id % 64)
+				}
+				p, _ := e.Partition("t", part)
+				batches := benchBatches(b, id, 1, 100, 1<<14)
+				for i := 0; pb.Next(); i++ {
+					if i == len(batches) {
+						batches = bumpEpoch(b, batches, int16(i/len(batches)))
+						i = 0
+					}
+					if _, err := p.Append(batches[i]); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "batches/s")
+		})
+	}
+}
+
+// BenchmarkIdempotenceRatio interleaves plain and idempotent appends (one of
+// each per iteration, to two partitions of the same engine) and times each
+// kind separately, so that drift on a shared machine hits both alike: the
+// ratio is the figure, the target being >= 0.9.
+func BenchmarkIdempotenceRatio(b *testing.B) {
+	for _, shape := range []struct{ records, size int }{{1, 100}, {64, 100}} {
+		b.Run(fmt.Sprintf("records=%dx%d", shape.records, shape.size), func(b *testing.B) {
+			e, err := Open(b.TempDir(), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			e.CreateTopic("t", 2)
+			plainP, _ := e.Partition("t", 0)
+			idemP, _ := e.Partition("t", 1)
+			const pool = 4096
+			plain := benchBatches(b, -1, shape.records, shape.size, pool)
+			idem := benchBatches(b, 1, shape.records, shape.size, pool)
+			var tPlain, tIdem time.Duration
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				if i%pool == 0 && i > 0 {
+					b.StopTimer()
+					idem = bumpEpoch(b, idem, int16(i/pool))
+					b.StartTimer()
+				}
+				t0 := time.Now()
+				if _, err := plainP.Append(plain[i%pool]); err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				if _, err := idemP.Append(idem[i%pool]); err != nil {
+					b.Fatal(err)
+				}
+				t2 := time.Now()
+				tPlain += t1.Sub(t0)
+				tIdem += t2.Sub(t1)
+			}
+			b.ReportMetric(float64(tPlain.Nanoseconds())/float64(b.N), "ns/plain")
+			b.ReportMetric(float64(tIdem.Nanoseconds())/float64(b.N), "ns/idempotent")
+			b.ReportMetric(float64(tPlain)/float64(tIdem), "x-throughput")
+		})
+	}
+}
+
+// BenchmarkWriteModes: idempotent appends of small and large batches under
+// SyncNever with each segment write mode, interleaved per iteration so the
+// modes see the same machine state.
+func BenchmarkWriteModes(b *testing.B) {
+	modes := []segment.WriteMode{segment.WritePwrite, segment.WriteMixed, segment.WriteMmap}
+	names := []string{"pwrite", "mixed", "mmap"}
+	for _, shape := range []struct{ records, size int }{{1, 100}, {64, 1000}} {
+		b.Run(fmt.Sprintf("records=%dx%d", shape.records, shape.size), func(b *testing.B) {
+			parts := make([]*Partition, len(modes))
+			for i, m := range modes {
+				e, err := Open(b.TempDir(), Options{Partition: partition.Options{Segment: segment.Options{Mode: m}}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer e.Close()
+				e.CreateTopic("t", 1)
+				parts[i], _ = e.Partition("t", 0)
+			}
+			const pool = 4096
+			batches := benchBatches(b, 1, shape.records, shape.size, pool)
+			spent := make([]time.Duration, len(modes))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				if i%pool == 0 && i > 0 {
+					b.StopTimer()
+					batches = bumpEpoch(b, batches, int16(i/pool))
+					b.StartTimer()
+				}
+				for m, p := range parts {
+					t0 := time.Now()
+					if _, err := p.Append(batches[i%pool]); err != nil {
+						b.Fatal(err)
+					}
+					spent[m] += time.Since(t0)
+				}
+			}
+			for m := range modes {
+				b.ReportMetric(float64(spent[m].Nanoseconds())/float64(b.N), "ns/"+names[m])
+			}
+		})
+	}
+}

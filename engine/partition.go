@@ -1,0 +1,231 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/partition"
+	"github.com/idemlog/idemlog/pidtable"
+	"github.com/idemlog/idemlog/producer"
+)
+
+// Partition is one topic partition: its log and its producers' state.
+//
+// Appends with a producer id go through the producer's table entry, which
+// is locked from the check to the state update: two appends of the same
+// producer are serialized (so a batch sent twice at once is written once),
+// while appends of different producers lock different entries and meet
+// only at the log's writer mutex, held for the copy. The state update runs
+// inside that mutex (partition.Log.AppendBatch's callback), so a snapshot,
+// taken under the same mutex at a roll, sees state and log agree.
+type Partition struct {
+	topic string
+	index int
+	log   *partition.Log
+	opts  *Options
+
+	producers *pidtable.Table
+	// snap is the snapshot image buffer, used only under the log's writer
+	// mutex (the Snapshot callback).
+	snap producer.SnapshotWriter
+}
+
+// AppendResult is where an appended (or deduplicated) batch is in the log.
+type AppendResult struct {
+	BaseOffset int64
+	LastOffset int64
+	// Duplicate is set when the batch repeated one already in the log;
+	// the offsets are the original's and nothing was written.
+	Duplicate bool
+	// LogAppendTime is -1: idemlog keeps producers' CreateTime.
+	LogAppendTime int64
+}
+
+func openPartition(dir, topic string, index int, opts *Options) (*Partition, error) {
+	p := &Partition{topic: topic, index: index, opts: opts,
+		producers: pidtable.New(pidtable.Options{MaxEntries: opts.MaxProducersPerPartition})}
+	lopts := opts.Partition
+	lopts.Snapshot = p.snapshotImage
+	l, err := partition.Open(dir, lopts)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open partition %s-%d: %w", topic, index, err)
+	}
+	p.log = l
+	if err := p.loadProducers(dir); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Log returns the partition's log, for reads.
+func (p *Partition) Log() *partition.Log { return p.log }
+
+// Topic and Index name the partition.
+func (p *Partition) Topic() string { return p.topic }
+func (p *Partition) Index() int    { return p.index }
+
+// Append validates b as a client produce (Kafka's rules for the batch and,
+// for batches with a producer id, for its sequence and epoch) and appends
+// it. An exact retry of one of the producer's last five batches returns
+// the original offsets and writes nothing. The call returns once the
+// partition's sync policy's promise holds for the batch (for a duplicate,
+// for the original).
+func (p *Partition) Append(b []byte) (AppendResult, error) {
+	res, wait, err := p.write(b)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if wait {
+		if err := p.log.WaitDurable(res.LastOffset + 1); err != nil {
+			return AppendResult{}, err
+		}
+	}
+	return res, nil
+}
+
+// write is Append without the wait for durability: when wait is true the
+// caller must WaitDurable(res.LastOffset+1) before acknowledging.
+func (p *Partition) write(b []byte) (res AppendResult, wait bool, err error) {
+	v, err := batch.ValidateProduce(b, p.opts.Partition.MaxBatchSize)
+	if err != nil {
+		return AppendResult{}, false, fmt.Errorf("cannot append to %s-%d: %w", p.topic, p.index, err)
+	}
+	if !v.HasProducerID() {
+		var r partition.AppendResult
+		r, wait, err = p.log.AppendBatch(v, nil)
+		if err != nil {
+			return AppendResult{}, false, fmt.Errorf("cannot append to %s-%d: %w", p.topic, p.index, err)
+		}
+		return AppendResult{BaseOffset: r.BaseOffset, LastOffset: r.LastOffset, LogAppendTime: -1}, wait, nil
+	}
+	res, wait, err = p.appendIdempotent(v)
+	res.LogAppendTime = -1
+	return res, wait, err
+}
+
+func (p *Partition) appendIdempotent(v batch.Batch) (AppendResult, bool, error) {
+	pid := v.ProducerID()
+	ent, created, err := p.producers.Acquire(pid)
+	if err != nil {
+		return AppendResult{}, false, fmt.Errorf("cannot append producer %d to %s-%d: %w", pid, p.topic, p.index, err)
+	}
+	st := ent.State()
+	dup, err := producer.Check(st, v)
+	if err != nil || dup != nil {
+		if created {
+			// An entry made for a batch that was not written holds no
+			// state; it must not count against the producer limit.
+			p.producers.Remove(ent)
+		} else {
+			p.producers.Release(ent)
+		}
+		if err != nil {
+			return AppendResult{}, false, fmt.Errorf("cannot append to %s-%d: %w", p.topic, p.index, err)
+		}
+		// The original may still await its sync: the retry is acknowledged
+		// under the same promise.
+		return AppendResult{BaseOffset: dup.BaseOffset, LastOffset: dup.LastOffset, Duplicate: true}, p.log.MustWait(), nil
+	}
+	r, wait, err := p.log.AppendBatch(v, func(base int64) { producer.Apply(st, v, base) })
+	if err != nil && created {
+		p.producers.Remove(ent)
+	} else {
+		p.producers.Release(ent)
+	}
+	if err != nil {
+		return AppendResult{}, false, fmt.Errorf("cannot append to %s-%d: %w", p.topic, p.index, err)
+	}
+	return AppendResult{BaseOffset: r.BaseOffset, LastOffset: r.LastOffset}, wait, nil
+}
+
+// snapshotImage is the log's Snapshot callback: it runs under the log's
+// writer mutex, the only place producer states change, so it may read
+// every state without the entries' locks (pidtable.Table.Range's rule).
+func (p *Partition) snapshotImage(offset int64) []byte {
+	p.snap.Reset()
+	p.producers.Range(func(pid int64, s *pidtable.State) bool {
+		if s.EpochPlus1 != 0 || s.Count != 0 {
+			p.snap.Add(producer.EntryOf(pid, s))
+		}
+		return true
+	})
+	return p.snap.Bytes()
+}
+
+// loadProducers rebuilds the producer table: the newest valid snapshot at or
+// below the log end, then every batch from there to the end replayed
+// without checks (Kafka's recovery path).
+func (p *Partition) loadProducers(dir string) error {
+	leo := p.log.LogEndOffset()
+	entries, from, err := producer.LoadNewest(dir, leo)
+	if err != nil {
+		return err
+	}
+	now := p.opts.Now()
+	for _, e := range entries {
+		if e.TxnFirstOffset < 0 && p.expired(e.Timestamp, now) {
+			continue
+		}
+		ent, _, err := p.producers.Acquire(e.ProducerID)
+		if err != nil {
+			return fmt.Errorf("cannot load producer %d: %w", e.ProducerID, err)
+		}
+		e.Restore(ent.State())
+		p.producers.Release(ent)
+	}
+	from = max(from, p.log.LogStartOffset())
+	return p.replay(from, leo)
+}
+
+// replay applies every batch with a producer id in [from, to).
+func (p *Partition) replay(from, to int64) error {
+	for off := from; off < to; {
+		c, err := p.log.Read(off, 1<<20)
+		if err != nil {
+			return fmt.Errorf("cannot replay producer state at %d: %w", off, err)
+		}
+		for data := c.Data; len(data) > 0; {
+			n, err := batch.Size(data)
+			if err != nil {
+				c.Release()
+				return fmt.Errorf("cannot replay producer state at %d: %w", off, err)
+			}
+			b := batch.Batch(data[:n])
+			if b.HasProducerID() && !b.IsControl() {
+				ent, _, err := p.producers.Acquire(b.ProducerID())
+				if err != nil {
+					c.Release()
+					return fmt.Errorf("cannot replay producer %d: %w", b.ProducerID(), err)
+				}
+				producer.Apply(ent.State(), b, b.BaseOffset())
+				p.producers.Release(ent)
+			}
+			data = data[n:]
+		}
+		off = c.NextOffset
+		c.Release()
+	}
+	return nil
+}
+
+func (p *Partition) expired(lastTimestamp int64, now time.Time) bool {
+	return now.UnixMilli()-lastTimestamp >= p.opts.ProducerIDExpiration.Milliseconds()
+}
+
+// ExpireProducers drops the state of producers idle for longer than
+// ProducerIDExpiration (by their last batch's timestamp), except those with
+// an open transaction. A producer that comes back afterwards is unknown:
+// any sequence is accepted again, which is why the expiration is long.
+func (p *Partition) ExpireProducers() int {
+	now := p.opts.Now()
+	return p.producers.Sweep(func(pid int64, s *pidtable.State) bool {
+		return s.TxnFirstOffset() >= 0 || !p.expired(s.LastTimestamp, now)
+	})
+}
+
+// Producers returns the number of producers with state in the partition.
+func (p *Partition) Producers() int { return p.producers.Len() }
+
+func (p *Partition) close() error { return p.log.Close() }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package pidtable
+
+const raceBuild = false
