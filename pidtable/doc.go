@@ -11,7 +11,7 @@
 // Kafka keeps a producer-state map per partition, and everything around it
 // is per partition: snapshots (`<offset>.snapshot`), rebuilding from the
 // log, truncation and expiry. A Table per partition keeps those operations
-// local (a snapshot is one Range, a truncation one Reset and replay), and
+// local (a snapshot is one Range, a rebuild one Reset and a replay), and
 // keeps appends to different partitions from ever touching shared memory.
 //
 // # What an entry holds
@@ -25,8 +25,8 @@
 //	       state State }      // 152 bytes
 //
 // One Entry is 168 bytes (8 + 4 + 152, aligned to 8). The State's zero value
-// means "no state yet", so claiming an empty slot writes only the key. Tables
-// grow at load factor 3/4 to a size that puts them at 1/2, so a table costs
+// means "no state yet", so claiming an empty slot writes only its key and
+// lock word, never the State. Tables grow at load factor 3/4 to a size that puts them at 1/2, so a table costs
 // between 224 and 336 bytes per live producer (about 230 at 1M producers,
 // 300 at 100k with the default options); MemoryBytes reports it. The
 // default InitialCapacity (1024 producers) costs 236 KB per partition.
@@ -50,16 +50,21 @@
 // "created" is exact: nobody else holds or changes the entry before its
 // creator releases it. A prober that finds an empty slot locked (a claim in
 // progress) waits for it and re-reads the slot, which may now hold its own
-// pid. Slots never go back to empty within a table, every prober starts at
-// the home slot and none passes an empty slot, so a pid has at most one live
-// entry: a claimer passes a slot only if it read another pid's key or a dead
-// entry of its own pid there, and dead is terminal. A claim first reserves
-// room in the table (a counter of claimed slots kept at most 3/4 of the
-// array), so an empty slot always ends a probe; when the reservation fails,
-// the claimer resizes.
+// pid. If the key CAS fails, the slot was sealed by a resizer (unlock it,
+// wait for the new table) or another claimer took it and released it
+// between the read of the empty key and the lock CAS, which then locked
+// that live entry (keep it if it is the pid's, else hand it back at once
+// and re-read the slot). Slots never go back to empty within a table, every
+// prober starts at the home slot and none passes an empty slot, so a pid
+// has at most one live entry: a claimer passes a slot only if it read
+// another pid's key or a dead entry of its own pid there, and dead is
+// terminal. A claim first reserves room in the table (a counter of claimed
+// slots kept at most 3/4 of the array), so an empty slot always ends a
+// probe; when the reservation fails, the claimer resizes.
 //
 // Lock: CAS the entry's lock word 0 -> 1; Release stores 0. A waiter spins a
-// few times, then yields with runtime.Gosched. It is a per-producer lock:
+// few times, then yields with runtime.Gosched, and after a few hundred
+// yields (a holder waiting on I/O) sleeps 20µs between tries. It is a per-producer lock:
 // only callers for the same PID contend on it (and, for an instant, a
 // resizer or a sweeper), and holders keep it for a check, a short append and
 // an update. A waiter that finds 2 (moved) reloads the shard's table and
@@ -92,12 +97,13 @@
 // claim is never lost, and none is stranded in the old table; the claimer
 // needs no second look at frozen after its CAS. (The design brief's
 // variant, "claim, then re-check frozen and redo the Acquire in the new
-// table if set", works for the claimer itself by the same total-order
-// argument, since a frozen flag read as clear after the claim means the
-// resizer set it, and so read the slot, later; but it lets a second
-// goroutine lock such a stranded claim and lose its update, and cannot tell
-// the claimer whether its claim was copied; sealing removes both
-// problems.) (b) A holder's State writes are ordered before its Release
+// table if set", is right for the claimer itself by the total order: a
+// frozen flag read as clear after the claim was set, and the slot read by
+// the resizer, later. But a claim made after the resizer passed its slot is
+// stranded in the old table, where another goroutine could find it, lock
+// it and lose its update, and the claimer cannot tell whether its claim was
+// copied, which makes "created" and the count ambiguous. Sealing removes
+// both problems.) (b) A holder's State writes are ordered before its Release
 // store, which the resizer's lock CAS reads, so the copy holds them; after
 // the copy the old lock word is 2 forever, so nobody writes the old State
 // again. (c) The new table is written only before its publication, whose
@@ -126,8 +132,8 @@
 // meanwhile, and fn must only read: idemlog calls it under the partition's
 // writer mutex, the only place States are written. This is sound because
 // nothing else writes a State: a claim writes only the key and the lock
-// word, Release and Remove only the lock word, and a resizer only reads old States and writes
-// into a table that is not yet published. Concurrent claims, removals and
+// word, Release and Remove only the lock word, and a resizer only reads old
+// States and writes into a table that is not yet published. Concurrent claims, removals and
 // resizes are fine; an entry created meanwhile may or may not be visited
 // (with its zero State), and no entry is visited twice.
 //

@@ -13,8 +13,8 @@ import (
 // ErrTooManyProducers is returned by Acquire when a new producer would take
 // the table past Options.MaxEntries. Kafka has no limit of this kind, so no
 // Kafka error code names it (kafka-log-semantics.md §5): it carries
-// UNKNOWN_SERVER_ERROR (-1), the code Kafka itself uses for a broker-side
-// resource failure that has no code of its own. A client retries it.
+// UNKNOWN_SERVER_ERROR (-1), Kafka's code for a broker-side failure that
+// has no code of its own. Java clients do not retry it: the batch fails.
 var ErrTooManyProducers = errcode.New(errcode.UnknownServerError, "pidtable: too many producers in the partition")
 
 // ErrInvalidPID is returned by Acquire for a negative producer id: Kafka's
@@ -24,7 +24,7 @@ var ErrInvalidPID = errcode.New(errcode.UnknownServerError, "pidtable: negative 
 // Lock-word values of an Entry.
 const (
 	lockFree  uint32 = 0 // live, unlocked
-	lockHeld  uint32 = 1 // live, locked by a caller or by a resizer
+	lockHeld  uint32 = 1 // locked by a caller, a sweeper or a resizer (or, on an empty slot, a claimer)
 	lockMoved uint32 = 2 // copied into the shard's next table (terminal)
 	lockDead  uint32 = 3 // removed (terminal); the slot stays claimed until a resize drops it
 )
@@ -105,7 +105,9 @@ type Options struct {
 	// InitialCapacity is how many producers the table holds, spread over
 	// the shards, before any shard grows. Default 1024.
 	InitialCapacity int
-	// MaxEntries caps the live entries; 0 means unlimited.
+	// MaxEntries caps the live entries; 0 means unlimited. Claims in
+	// flight count while they run, so near the cap a concurrent creation
+	// may be refused a little early.
 	MaxEntries int
 }
 
@@ -296,12 +298,20 @@ func (t *Table) acquireIn(tb *table, key, h uint64) (*Entry, bool, outcome) {
 				continue
 			}
 			if !e.key.CompareAndSwap(0, key) {
-				// Only a resizer writes the key of a locked empty
-				// slot: it is sealed.
-				e.lock.Store(lockFree)
 				tb.used.Add(-1)
 				t.count.Add(-1)
-				return nil, false, moved
+				// Either a resizer sealed the slot, or another claimer
+				// took it and released it between our read of the key
+				// and our lock CAS, which then locked its live entry.
+				switch k := e.key.Load(); k {
+				case keySealed:
+					e.lock.Store(lockFree)
+					return nil, false, moved
+				case key:
+					return e, false, gotIt // our pid, and we hold it
+				}
+				e.lock.Store(lockFree) // another pid's: hand it back
+				continue               // and go on from this slot
 			}
 			// No re-check of tb.frozen is needed: a resizer seals every
 			// empty slot with a CAS of its key before it copies, so this
