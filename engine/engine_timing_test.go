@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -123,8 +124,16 @@ func BenchmarkScaling(b *testing.B) {
 			}
 			defer e.Close()
 			e.CreateTopic("t", 64)
+			// Batches are built before the timer starts: one pool per
+			// goroutine RunParallel will start (GOMAXPROCS of them).
+			const pool = 1 << 13
+			pools := make([][][]byte, runtime.GOMAXPROCS(0)+1)
+			for id := 1; id < len(pools); id++ {
+				pools[id] = benchBatches(b, int64(id), 1, 100, pool)
+			}
 			var next atomic.Int64
 			b.ReportAllocs()
+			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				id := next.Add(1)
 				part := 0
@@ -132,10 +141,13 @@ func BenchmarkScaling(b *testing.B) {
 					part = int(id % 64)
 				}
 				p, _ := e.Partition("t", part)
-				batches := benchBatches(b, id, 1, 100, 1<<14)
+				batches := pools[id]
+				epoch := int16(0)
 				for i := 0; pb.Next(); i++ {
 					if i == len(batches) {
-						batches = bumpEpoch(b, batches, int16(i/len(batches)))
+						// Out of sequences: a new epoch restarts at 0.
+						epoch++
+						batches = bumpEpoch(b, batches, epoch)
 						i = 0
 					}
 					if _, err := p.Append(batches[i]); err != nil {
