@@ -26,6 +26,7 @@ type Partition struct {
 	opts  *Options
 
 	producers *pidtable.Table
+	txns      *openTxns
 	// snap is the snapshot image buffer, used only under the log's writer
 	// mutex (the Snapshot callback).
 	snap producer.SnapshotWriter
@@ -43,7 +44,7 @@ type AppendResult struct {
 }
 
 func openPartition(dir, topic string, index int, opts *Options) (*Partition, error) {
-	p := &Partition{topic: topic, index: index, opts: opts,
+	p := &Partition{topic: topic, index: index, opts: opts, txns: newOpenTxns(),
 		producers: pidtable.New(pidtable.Options{MaxEntries: opts.MaxProducersPerPartition})}
 	lopts := opts.Partition
 	lopts.Snapshot = p.snapshotImage
@@ -128,7 +129,7 @@ func (p *Partition) appendIdempotent(v batch.Batch) (AppendResult, bool, error) 
 		// under the same promise.
 		return AppendResult{BaseOffset: dup.BaseOffset, LastOffset: dup.LastOffset, Duplicate: true}, p.log.MustWait(), nil
 	}
-	r, wait, err := p.log.AppendBatch(v, func(base int64) { producer.Apply(st, v, base) })
+	r, wait, err := p.log.AppendBatch(v, func(base int64) { p.apply(st, v, base) })
 	if err != nil && created {
 		p.producers.Remove(ent)
 	} else {
@@ -174,6 +175,9 @@ func (p *Partition) loadProducers(dir string) error {
 		}
 		e.Restore(ent.State())
 		p.producers.Release(ent)
+		if e.TxnFirstOffset >= 0 {
+			p.txns.begin(e.ProducerID, e.TxnFirstOffset)
+		}
 	}
 	from = max(from, p.log.LogStartOffset())
 	return p.replay(from, leo)
@@ -193,14 +197,9 @@ func (p *Partition) replay(from, to int64) error {
 				return fmt.Errorf("cannot replay producer state at %d: %w", off, err)
 			}
 			b := batch.Batch(data[:n])
-			if b.HasProducerID() && !b.IsControl() {
-				ent, _, err := p.producers.Acquire(b.ProducerID())
-				if err != nil {
-					c.Release()
-					return fmt.Errorf("cannot replay producer %d: %w", b.ProducerID(), err)
-				}
-				producer.Apply(ent.State(), b, b.BaseOffset())
-				p.producers.Release(ent)
+			if err := p.replayBatch(b); err != nil {
+				c.Release()
+				return err
 			}
 			data = data[n:]
 		}
@@ -229,3 +228,104 @@ func (p *Partition) ExpireProducers() int {
 func (p *Partition) Producers() int { return p.producers.Len() }
 
 func (p *Partition) close() error { return p.log.Close() }
+
+// apply records a data batch written at base in its producer's state and
+// in the partition's open transactions (under the log's writer mutex).
+func (p *Partition) apply(s *pidtable.State, v batch.Batch, base int64) {
+	producer.Apply(s, v, base)
+	if v.IsTransactional() && s.TxnFirstOffset() == base {
+		p.txns.begin(v.ProducerID(), base)
+	}
+}
+
+// applyMarker records a marker written at offset (under the writer mutex).
+func (p *Partition) applyMarker(s *pidtable.State, m producer.Marker, offset, ts int64) {
+	if _, ok := producer.ApplyMarker(s, m, offset, ts); ok {
+		p.txns.end(m.ProducerID)
+	}
+}
+
+// replayBatch applies one logged batch during recovery, without checks.
+func (p *Partition) replayBatch(b batch.Batch) error {
+	if !b.HasProducerID() {
+		return nil
+	}
+	var m producer.Marker
+	if b.IsControl() {
+		if b.RecordsCount() == 0 {
+			return nil
+		}
+		c, err := b.Control()
+		if err != nil || (c.Type != batch.ControlCommit && c.Type != batch.ControlAbort) {
+			return nil // not a transaction marker: no producer state
+		}
+		m = producer.Marker{ProducerID: b.ProducerID(), Epoch: b.ProducerEpoch(), CoordinatorEpoch: c.CoordinatorEpoch, Commit: c.Type == batch.ControlCommit}
+	}
+	ent, _, err := p.producers.Acquire(b.ProducerID())
+	if err != nil {
+		return fmt.Errorf("cannot replay producer %d: %w", b.ProducerID(), err)
+	}
+	if b.IsControl() {
+		p.applyMarker(ent.State(), m, b.BaseOffset(), b.MaxTimestamp())
+	} else {
+		p.apply(ent.State(), b, b.BaseOffset())
+	}
+	p.producers.Release(ent)
+	return nil
+}
+
+// WriteMarker appends a transaction marker (a COMMIT or ABORT control
+// batch) for a producer, as the transaction coordinator does at the end of
+// a transaction; it checks the producer's epoch and the coordinator epoch
+// (Kafka's coordinator origin: no sequence checks). A marker moves the
+// producer to its epoch, so a bumped marker fences the producer's older
+// instance.
+func (p *Partition) WriteMarker(m producer.Marker) (AppendResult, error) {
+	ent, created, err := p.producers.Acquire(m.ProducerID)
+	if err != nil {
+		return AppendResult{}, fmt.Errorf("cannot write marker to %s-%d: %w", p.topic, p.index, err)
+	}
+	st := ent.State()
+	if err := producer.CheckMarker(st, m); err != nil {
+		if created {
+			p.producers.Remove(ent)
+		} else {
+			p.producers.Release(ent)
+		}
+		return AppendResult{}, fmt.Errorf("cannot write marker to %s-%d: %w", p.topic, p.index, err)
+	}
+	typ := batch.ControlAbort
+	if m.Commit {
+		typ = batch.ControlCommit
+	}
+	ts := p.opts.Now().UnixMilli()
+	var buf [96]byte
+	v := batch.Batch(batch.AppendMarker(buf[:0], batch.Marker{Type: typ, ProducerID: m.ProducerID,
+		ProducerEpoch: m.Epoch, CoordinatorEpoch: m.CoordinatorEpoch, Timestamp: ts}))
+	r, wait, err := p.log.AppendBatch(v, func(base int64) { p.applyMarker(st, m, base, ts) })
+	if err != nil && created {
+		p.producers.Remove(ent)
+	} else {
+		p.producers.Release(ent)
+	}
+	if err != nil {
+		return AppendResult{}, fmt.Errorf("cannot write marker to %s-%d: %w", p.topic, p.index, err)
+	}
+	if wait {
+		if err := p.log.WaitDurable(r.LastOffset + 1); err != nil {
+			return AppendResult{}, err
+		}
+	}
+	return AppendResult{BaseOffset: r.BaseOffset, LastOffset: r.LastOffset, LogAppendTime: -1}, nil
+}
+
+// LastStableOffset is Kafka's LSO: the first offset of the oldest open
+// transaction if it is below the high watermark, else the high watermark.
+// read_committed consumers read below it.
+func (p *Partition) LastStableOffset() int64 {
+	hw := p.log.HighWatermark()
+	if fu := p.txns.firstUnstable.Load(); fu >= 0 && fu < hw {
+		return fu
+	}
+	return hw
+}
