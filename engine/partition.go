@@ -8,6 +8,7 @@ import (
 	"github.com/idemlog/idemlog/partition"
 	"github.com/idemlog/idemlog/pidtable"
 	"github.com/idemlog/idemlog/producer"
+	"github.com/idemlog/idemlog/txnindex"
 )
 
 // Partition is one topic partition: its log and its producers' state.
@@ -164,6 +165,14 @@ func (p *Partition) loadProducers(dir string) error {
 	if err != nil {
 		return err
 	}
+	if rf := p.log.RecoveredFrom(); from > rf {
+		// Recovery rebuilt segments below that snapshot, and their
+		// aborted-transaction indexes are rebuilt by replaying their
+		// markers: start from a snapshot at or below the first of them.
+		if entries, from, err = producer.LoadAtMost(dir, rf); err != nil {
+			return err
+		}
+	}
 	now := p.opts.Now()
 	for _, e := range entries {
 		if e.TxnFirstOffset < 0 && p.expired(e.Timestamp, now) {
@@ -238,11 +247,27 @@ func (p *Partition) apply(s *pidtable.State, v batch.Batch, base int64) {
 	}
 }
 
-// applyMarker records a marker written at offset (under the writer mutex).
-func (p *Partition) applyMarker(s *pidtable.State, m producer.Marker, offset, ts int64) {
+// applyMarker records a marker written at offset (under the writer mutex,
+// or while opening). An aborted transaction goes into the segment's
+// aborted-transaction index before it is marked complete, as Kafka does: if
+// the index write fails, the transaction stays open and pins the last
+// stable offset until recovery rebuilds the index, rather than letting
+// read_committed readers see its data.
+func (p *Partition) applyMarker(s *pidtable.State, m producer.Marker, offset, ts int64) error {
+	if first := s.TxnFirstOffset(); first >= 0 && !m.Commit {
+		lso := p.txns.oldestOther(m.ProducerID)
+		if lso < 0 {
+			lso = offset + 1
+		}
+		err := p.log.IndexAborted(txnindex.Entry{ProducerID: m.ProducerID, FirstOffset: first, LastOffset: offset, LastStableOffset: lso})
+		if err != nil {
+			return err
+		}
+	}
 	if _, ok := producer.ApplyMarker(s, m, offset, ts); ok {
 		p.txns.end(m.ProducerID)
 	}
+	return nil
 }
 
 // replayBatch applies one logged batch during recovery, without checks.
@@ -266,7 +291,10 @@ func (p *Partition) replayBatch(b batch.Batch) error {
 		return fmt.Errorf("cannot replay producer %d: %w", b.ProducerID(), err)
 	}
 	if b.IsControl() {
-		p.applyMarker(ent.State(), m, b.BaseOffset(), b.MaxTimestamp())
+		if err := p.applyMarker(ent.State(), m, b.BaseOffset(), b.MaxTimestamp()); err != nil {
+			p.producers.Release(ent)
+			return fmt.Errorf("cannot replay marker at %d: %w", b.BaseOffset(), err)
+		}
 	} else {
 		p.apply(ent.State(), b, b.BaseOffset())
 	}
@@ -302,7 +330,8 @@ func (p *Partition) WriteMarker(m producer.Marker) (AppendResult, error) {
 	var buf [96]byte
 	v := batch.Batch(batch.AppendMarker(buf[:0], batch.Marker{Type: typ, ProducerID: m.ProducerID,
 		ProducerEpoch: m.Epoch, CoordinatorEpoch: m.CoordinatorEpoch, Timestamp: ts}))
-	r, wait, err := p.log.AppendBatch(v, func(base int64) { p.applyMarker(st, m, base, ts) })
+	var indexErr error
+	r, wait, err := p.log.AppendBatch(v, func(base int64) { indexErr = p.applyMarker(st, m, base, ts) })
 	if err != nil && created {
 		p.producers.Remove(ent)
 	} else {
@@ -310,6 +339,11 @@ func (p *Partition) WriteMarker(m producer.Marker) (AppendResult, error) {
 	}
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("cannot write marker to %s-%d: %w", p.topic, p.index, err)
+	}
+	if indexErr != nil {
+		// The marker is in the log; the transaction stays open (see
+		// applyMarker) and the error reaches the coordinator, which retries.
+		return AppendResult{}, fmt.Errorf("cannot index abort in %s-%d: %w", p.topic, p.index, indexErr)
 	}
 	if wait {
 		if err := p.log.WaitDurable(r.LastOffset + 1); err != nil {
@@ -328,4 +362,21 @@ func (p *Partition) LastStableOffset() int64 {
 		return fu
 	}
 	return hw
+}
+
+// ReadCommitted reads as a read_committed consumer fetches: whole batches
+// below the last stable offset, and the aborted transactions that overlap
+// them (Kafka's FetchResponse aborted list), appended to aborted. A
+// consumer drops the aborted transactions' batches and every control batch
+// (txnindex.Filter), which is what Consumer does.
+func (p *Partition) ReadCommitted(offset int64, maxBytes int, aborted []txnindex.Entry) (partition.Chunk, []txnindex.Entry, error) {
+	lso := p.LastStableOffset()
+	c, err := p.log.ReadBelow(offset, maxBytes, lso)
+	if err != nil {
+		return c, aborted, err
+	}
+	if len(c.Data) == 0 {
+		return c, aborted, nil
+	}
+	return c, p.log.AbortedTxns(offset, c.NextOffset, aborted), nil
 }

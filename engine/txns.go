@@ -48,6 +48,18 @@ func (t *openTxns) end(pid int64) {
 	t.publish()
 }
 
+// oldestOther returns the first offset of the oldest open transaction of a
+// producer other than pid, or -1: the lastStableOffset of an aborted
+// transaction's index entry.
+func (t *openTxns) oldestOther(pid int64) int64 {
+	for _, o := range t.byStart {
+		if first, ok := t.open[o.pid]; ok && first == o.first && o.pid != pid {
+			return o.first
+		}
+	}
+	return -1
+}
+
 func (t *openTxns) publish() {
 	for len(t.byStart) > 0 {
 		o := t.byStart[0]

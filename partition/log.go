@@ -3,6 +3,7 @@ package partition
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/errcode"
 	"github.com/idemlog/idemlog/segment"
+	"github.com/idemlog/idemlog/txnindex"
 )
 
 // Sentinel errors.
@@ -128,6 +130,8 @@ type Log struct {
 	recoveryPoint atomic.Int64
 
 	ckMu sync.Mutex // serializes checkpoint file writes
+
+	recoveredFrom int64 // set by Open; see RecoveredFrom
 
 	stop    chan struct{}
 	flusher sync.WaitGroup // the interval flusher
@@ -364,13 +368,23 @@ func (c *Chunk) Release() {
 // gives an empty chunk. Batches never span segments, so a chunk holds one
 // segment's bytes; read again from NextOffset for more.
 func (l *Log) Read(offset int64, maxBytes int) (Chunk, error) {
+	return l.ReadBelow(offset, maxBytes, math.MaxInt64)
+}
+
+// ReadBelow is Read with an upper bound besides the high watermark: only
+// batches starting below limit are returned (read_committed reads below
+// the last stable offset). An offset between limit and the high watermark
+// gives an empty chunk, not an error.
+func (l *Log) ReadBelow(offset int64, maxBytes int, limit int64) (Chunk, error) {
 	for {
 		hw := l.hw.Load()
 		if offset < l.logStart.Load() || offset > hw {
 			return Chunk{}, fmt.Errorf("cannot read offset %d (log %d..%d): %w", offset, l.logStart.Load(), hw, ErrOffsetOutOfRange)
 		}
-		if offset == hw {
-			return Chunk{NextOffset: offset, HighWatermark: hw}, nil
+		realHW := hw
+		hw = min(hw, limit)
+		if offset >= hw {
+			return Chunk{NextOffset: offset, HighWatermark: realHW}, nil
 		}
 		segs := *l.segs.Load()
 		i := sort.Search(len(segs), func(i int) bool { return segs[i].Base() > offset }) - 1
@@ -383,6 +397,7 @@ func (l *Log) Read(offset int64, maxBytes int) (Chunk, error) {
 				break // retired under us: reload the list
 			}
 			if c, ok := collect(ref, offset, hw, maxBytes); ok {
+				c.HighWatermark = realHW
 				return c, nil
 			}
 			ref.release()
@@ -465,4 +480,43 @@ func (l *Log) Flush() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.writeCheckpoints()
+}
+
+// IndexAborted records an aborted transaction in the index of the segment
+// holding its ABORT marker (e.LastOffset), unless that segment already has
+// it: recovery replays markers that segments below the recovery point
+// indexed before the crash. The caller holds the writer lock (an
+// AppendBatch callback) or has the log to itself (opening).
+func (l *Log) IndexAborted(e txnindex.Entry) error {
+	segs := *l.segs.Load()
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].Base() > e.LastOffset }) - 1
+	if i < 0 {
+		return fmt.Errorf("BUG: abort marker at %d below every segment", e.LastOffset)
+	}
+	if segs[i].LastAborted() >= e.LastOffset {
+		return nil
+	}
+	return segs[i].AppendAborted(e)
+}
+
+// AbortedTxns returns the aborted transactions a read_committed fetch of
+// [fetchOffset, upper) must know about (Kafka's collection across segments:
+// from the segment holding fetchOffset, stopping after the first segment
+// whose entries reach past upper by their last stable offset).
+func (l *Log) AbortedTxns(fetchOffset, upper int64, dst []txnindex.Entry) []txnindex.Entry {
+	segs := *l.segs.Load()
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].Base() > fetchOffset }) - 1
+	for i = max(i, 0); i < len(segs); i++ {
+		ref := segs[i]
+		if !ref.acquire() {
+			continue
+		}
+		var stop bool
+		dst, stop = ref.AbortedTxns().Collect(dst, fetchOffset, upper)
+		ref.release()
+		if stop {
+			break
+		}
+	}
+	return dst
 }

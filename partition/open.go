@@ -35,7 +35,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create partition dir: %w", err)
 	}
-	l := &Log{dir: dir, opts: opts, stop: make(chan struct{})}
+	l := &Log{dir: dir, opts: opts, stop: make(chan struct{}), recoveredFrom: -1}
 	l.sync.cond.L = &l.sync.mu
 	clean := fileExists(filepath.Join(dir, cleanShutdownFile))
 	recoveryPoint, err := readCheckpoint(filepath.Join(dir, recoveryPointFile))
@@ -82,6 +82,9 @@ func Open(dir string, opts Options) (*Log, error) {
 		if !needsScan {
 			continue
 		}
+		if l.recoveredFrom < 0 {
+			l.recoveredFrom = base
+		}
 		truncated, err := s.Recover(opts.MaxBatchSize, nil)
 		if err != nil {
 			return fail(err)
@@ -119,6 +122,9 @@ func Open(dir string, opts Options) (*Log, error) {
 		s.Publish(s.Size())
 	}
 	l.hw.Store(l.leo)
+	if l.recoveredFrom < 0 || l.recoveredFrom > l.leo {
+		l.recoveredFrom = l.leo
+	}
 	l.recoveryPoint.Store(l.leo)
 	l.sync.durable = l.leo
 	if err := l.writeCheckpoints(); err != nil {
@@ -370,3 +376,9 @@ func (l *Log) Kill() {
 	close(l.maint.tasks)
 	l.bg.Wait()
 }
+
+// RecoveredFrom returns the base offset of the first segment Open had to
+// scan and rebuild (its indexes, including the aborted-transaction index,
+// were reset), or the log end after a clean shutdown. Producer state must
+// be replayed from a snapshot at or below it.
+func (l *Log) RecoveredFrom() int64 { return l.recoveredFrom }

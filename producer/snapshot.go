@@ -165,6 +165,16 @@ func ListSnapshots(dir string) ([]int64, error) {
 // them) and corrupt ones are deleted on the way, as Kafka does; with none
 // left it returns offset -1.
 func LoadNewest(dir string, limit int64) ([]SnapshotEntry, int64, error) {
+	return loadAtMost(dir, limit, true)
+}
+
+// LoadAtMost is LoadNewest for a limit below the log end (recovery rebuilt
+// the log from there): snapshots above limit are valid and kept.
+func LoadAtMost(dir string, limit int64) ([]SnapshotEntry, int64, error) {
+	return loadAtMost(dir, limit, false)
+}
+
+func loadAtMost(dir string, limit int64, dropAbove bool) ([]SnapshotEntry, int64, error) {
 	offs, err := ListSnapshots(dir)
 	if err != nil {
 		return nil, -1, err
@@ -172,6 +182,9 @@ func LoadNewest(dir string, limit int64) ([]SnapshotEntry, int64, error) {
 	for i := len(offs) - 1; i >= 0; i-- {
 		path := filepath.Join(dir, SnapshotName(offs[i]))
 		if offs[i] > limit {
+			if !dropAbove {
+				continue
+			}
 			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return nil, -1, fmt.Errorf("cannot delete snapshot beyond the log: %w", err)
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/index"
 	"github.com/idemlog/idemlog/mmap"
+	"github.com/idemlog/idemlog/txnindex"
 )
 
 // Open opens an existing segment. An active segment is mapped at full
@@ -62,6 +63,20 @@ func (s *Segment) openSealed(size int64) error {
 // for Recover, which rebuilds it from the .log.
 func (s *Segment) openIndexes(writable bool) error {
 	var err error
+	if s.txns == nil {
+		// A transaction index that breaks its rules (Kafka's sanity check:
+		// an entry below the segment base) is emptied and the segment
+		// recovered; the engine's replay of the segment's markers rebuilds it.
+		if s.txns, err = txnindex.Open(s.path(".txnindex"), s.base); err != nil {
+			if !errors.Is(err, txnindex.ErrCorrupt) {
+				return fmt.Errorf("cannot open transaction index: %w", ioErr(err))
+			}
+			s.indexSuspect = true
+			if s.txns, err = txnindex.Create(s.path(".txnindex"), s.base); err != nil {
+				return fmt.Errorf("cannot open transaction index: %w", ioErr(err))
+			}
+		}
+	}
 	if writable {
 		s.offsets, err = index.OpenOffset(s.path(".index"), s.base, s.opts.IndexMaxBytes)
 	} else {
@@ -153,7 +168,9 @@ func (s *Segment) Recover(maxBatchSize int, visit func(b batch.Batch)) (truncate
 	if err := s.reopenIndexesForWrite(); err != nil {
 		return false, err
 	}
-	if err := errors.Join(s.offsets.Reset(), s.times.Reset()); err != nil {
+	// The aborted-transaction entries of a recovered segment are rebuilt by
+	// the engine's replay of its markers.
+	if err := errors.Join(s.offsets.Reset(), s.times.Reset(), s.txns.Reset()); err != nil {
 		return false, fmt.Errorf("cannot reset indexes of segment %d: %w", s.base, err)
 	}
 	s.bytesSinceIndex, s.nextOffset = 0, s.base

@@ -13,6 +13,7 @@ import (
 	"github.com/idemlog/idemlog/errcode"
 	"github.com/idemlog/idemlog/index"
 	"github.com/idemlog/idemlog/mmap"
+	"github.com/idemlog/idemlog/txnindex"
 )
 
 // Sentinel errors.
@@ -111,6 +112,9 @@ type Segment struct {
 
 	offsets *index.OffsetIndex
 	times   *index.TimeIndex
+	// txns is the aborted-transaction index: appended by the writer under
+	// the partition's mutex, read lock-free (it publishes immutable views).
+	txns *txnindex.Index
 
 	// Writer-owned.
 	size            int64 // bytes written
@@ -398,6 +402,28 @@ func (s *Segment) LookupTime(ts int64) (int64, bool) {
 	return 0, false
 }
 
+// AppendAborted records an aborted transaction whose ABORT marker is in
+// this segment (writer only).
+func (s *Segment) AppendAborted(e txnindex.Entry) error {
+	if err := s.txns.Append(e); err != nil {
+		return fmt.Errorf("cannot index aborted transaction in segment %d: %w", s.base, err)
+	}
+	return nil
+}
+
+// LastAborted returns the marker offset of the newest aborted transaction
+// indexed in the segment, or -1.
+func (s *Segment) LastAborted() int64 {
+	if es := s.txns.Entries(); len(es) > 0 {
+		return es[len(es)-1].LastOffset
+	}
+	return -1
+}
+
+// AbortedTxns returns the segment's aborted-transaction index, for
+// read_committed reads (txnindex.AbortedFor).
+func (s *Segment) AbortedTxns() *txnindex.Index { return s.txns }
+
 // Sync makes everything written durable (fdatasync covers pages dirtied
 // through the mapping as well as by pwrite) and syncs the indexes.
 func (s *Segment) Sync() error {
@@ -424,6 +450,9 @@ func (s *Segment) SyncIndexes() error {
 	}
 	if err := s.times.Sync(); err != nil {
 		return fmt.Errorf("cannot sync time index: %w", err)
+	}
+	if err := s.txns.Sync(); err != nil {
+		return fmt.Errorf("cannot sync transaction index: %w", err)
 	}
 	return nil
 }
@@ -474,6 +503,9 @@ func (s *Segment) closeFiles() error {
 	}
 	if s.times != nil {
 		errs = append(errs, s.times.Close())
+	}
+	if s.txns != nil {
+		errs = append(errs, s.txns.Close())
 	}
 	if s.log != nil {
 		errs = append(errs, s.log.Close())

@@ -3,17 +3,16 @@ package txnindex
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
-
-	"github.com/idemlog/idemlog/segment"
 )
 
 func tmpPath(t *testing.T, base int64) string {
-	return filepath.Join(t.TempDir(), segment.FileName(base, ".txnindex"))
+	return filepath.Join(t.TempDir(), fmt.Sprintf("%020d.txnindex", base))
 }
 
 func mustOpen(t *testing.T, path string, base int64) *Index {
