@@ -242,3 +242,36 @@ func mustBase(t *testing.T, path string) int64 {
 	}
 	return base
 }
+
+func TestVerifyChecksTxnIndex(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, Options{})
+	e.CreateTopic("t", 1)
+	p, _ := e.Partition("t", 0)
+	if _, err := p.Append(valueBatch(t, 1, 0, true, 'x')); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.WriteMarker(producer.Marker{ProducerID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "t-0", segment.FileName(0, ".log"))
+	r, err := segment.VerifyFile(logPath, 0)
+	if err != nil || r.AbortedTxns != 1 {
+		t.Fatalf("verify: %+v %v", r, err)
+	}
+	// An entry pointing at a data batch instead of a marker is caught.
+	ix, err := txnindex.Open(filepath.Join(dir, "t-0", segment.FileName(0, ".txnindex")), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Append(txnindex.Entry{ProducerID: 1, FirstOffset: 0, LastOffset: 5, LastStableOffset: 6}); err != nil {
+		t.Fatal(err)
+	}
+	ix.Close()
+	if _, err := segment.VerifyFile(logPath, 0); !errors.Is(err, segment.ErrVerify) {
+		t.Fatalf("verify of a bad txnindex entry: %v", err)
+	}
+}

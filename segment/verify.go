@@ -13,6 +13,7 @@ import (
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/errcode"
 	"github.com/idemlog/idemlog/mmap"
+	"github.com/idemlog/idemlog/txnindex"
 )
 
 // ErrVerify: a segment file breaks a rule that Validate, recovery or the
@@ -38,6 +39,9 @@ type Report struct {
 	TimeEntries    int // -1: no .timeindex file
 	IndexChecked   bool
 	TimeIdxChecked bool
+	// AbortedTxns is the number of .txnindex entries checked, -1 without a
+	// .txnindex file.
+	AbortedTxns int
 }
 
 // VerifyFile checks every batch of a .log file (framing, size, CRC, codec,
@@ -46,7 +50,7 @@ type Report struct {
 // the file with ordinary I/O, so it works on any Kafka segment, with or
 // without idemlog's metadata.
 func VerifyFile(path string, maxBatchSize int) (Report, error) {
-	r := Report{Path: path, FirstOffset: -1, IndexEntries: -1, TimeEntries: -1}
+	r := Report{Path: path, FirstOffset: -1, IndexEntries: -1, TimeEntries: -1, AbortedTxns: -1}
 	data, release, err := mapFile(path)
 	if err != nil {
 		return r, err
@@ -161,7 +165,36 @@ func VerifyFile(path string, maxBatchSize int) (Report, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return r, fmt.Errorf("cannot read %s.timeindex: %w", stem, err)
 	}
+	// Aborted-transaction index: its own rules (txnindex.Open), and every
+	// entry's marker must be a control batch of its producer in this file.
+	if tpath := filepath.Join(dir, stem+".txnindex"); fileExistsVerify(tpath) {
+		x, err := txnindex.Open(tpath, r.Base)
+		if err != nil {
+			return r, fmt.Errorf("%s.txnindex: %w: %w", stem, err, ErrVerify)
+		}
+		entries := x.Entries()
+		x.Close()
+		markers := map[int64]int64{} // offset of a control batch -> producer
+		for pos, sp := range boundaries {
+			b := batch.Batch(data[pos:])
+			if b.IsControl() {
+				markers[sp.base] = b.ProducerID()
+			}
+		}
+		for i, e := range entries {
+			if pid, ok := markers[e.LastOffset]; !ok || pid != e.ProducerID || e.FirstOffset > e.LastOffset {
+				return r, fmt.Errorf("%s.txnindex: entry %d {producer %d, %d..%d}: no abort marker of that producer at %d: %w",
+					stem, i, e.ProducerID, e.FirstOffset, e.LastOffset, e.LastOffset, ErrVerify)
+			}
+		}
+		r.AbortedTxns = len(entries)
+	}
 	return r, nil
+}
+
+func fileExistsVerify(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // ParseName returns the base offset of a segment file name such as
