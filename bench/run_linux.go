@@ -23,6 +23,7 @@ import (
 	"github.com/idemlog/idemlog/engine"
 	"github.com/idemlog/idemlog/partition"
 	"github.com/idemlog/idemlog/segment"
+	"github.com/idemlog/idemlog/txnindex"
 )
 
 type syncPolicy = partition.SyncPolicy
@@ -116,7 +117,10 @@ func (pr *producer) run(stop *atomic.Bool, codec batch.Codec, perBatch int) erro
 // reader tails partitions from their start, counting what it reads.
 type reader struct {
 	parts          []*engine.Partition
+	committed      bool // read_committed: below the LSO, aborted transactions hidden
 	records, bytes atomic.Int64
+	aborted        []txnindex.Entry
+	filter         txnindex.Filter
 }
 
 func (r *reader) run(writersDone, abort *atomic.Bool) error {
@@ -131,12 +135,26 @@ func (r *reader) run(writersDone, abort *atomic.Bool) error {
 		progressed, caughtUp := false, true
 		for i, p := range r.parts {
 			l := p.Log()
-			c, err := l.Read(offs[i], 1<<20)
+			end := l.HighWatermark()
+			var c partition.Chunk
+			var err error
+			if r.committed {
+				end = p.LastStableOffset()
+				c, r.aborted, err = p.ReadCommitted(offs[i], 1<<20, r.aborted[:0])
+			} else {
+				c, err = l.Read(offs[i], 1<<20)
+			}
 			if err != nil {
 				return fmt.Errorf("reader: %w", err)
 			}
 			if len(c.Data) > 0 {
-				recs, _, err := countBatches(c.Data)
+				var recs int64
+				if r.committed {
+					r.filter.Reset(r.aborted)
+					recs, err = countCommitted(c.Data, &r.filter)
+				} else {
+					recs, _, err = countBatches(c.Data)
+				}
 				if err != nil {
 					c.Release()
 					return fmt.Errorf("reader: partition %d offset %d: %w", p.Index(), offs[i], err)
@@ -147,7 +165,7 @@ func (r *reader) run(writersDone, abort *atomic.Bool) error {
 				progressed = true
 			}
 			c.Release()
-			if offs[i] < l.HighWatermark() {
+			if offs[i] < end {
 				caughtUp = false
 			}
 		}
@@ -309,7 +327,7 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 	}
 	readers := make([]*reader, c.Readers)
 	for i := range readers {
-		r := &reader{}
+		r := &reader{committed: c.Isolation == "read_committed"}
 		if c.Readers <= c.Partitions {
 			for j := i; j < c.Partitions; j += c.Readers {
 				r.parts = append(r.parts, parts[j])
@@ -603,4 +621,29 @@ func (s *sampler) sample(now time.Time, show bool) {
 	} else {
 		fmt.Fprintln(s.out, b.String())
 	}
+}
+
+// countCommitted counts the records a read_committed consumer sees: batches
+// of aborted transactions and control batches are dropped.
+func countCommitted(data []byte, f *txnindex.Filter) (records int64, err error) {
+	for len(data) > 0 {
+		n, err := batch.Size(data)
+		if err != nil {
+			return records, err
+		}
+		b := batch.Batch(data[:n])
+		data = data[n:]
+		abort := false
+		if b.IsControl() && b.RecordsCount() > 0 {
+			if ctl, err := b.Control(); err == nil {
+				abort = ctl.Type == batch.ControlAbort
+			}
+		}
+		if f.Skip(txnindex.Batch{ProducerID: b.ProducerID(), LastOffset: b.LastOffset(),
+			Transactional: b.IsTransactional(), Control: b.IsControl(), AbortMarker: abort}) {
+			continue
+		}
+		records += int64(b.RecordsCount())
+	}
+	return records, nil
 }

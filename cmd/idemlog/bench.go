@@ -26,8 +26,10 @@ tail the partitions from offset 0.
 Modes: plain appends batches without a producer id (Partition.Append);
 idempotent gives each producer goroutine its own idempotent producer
 (Producer.Send: producer id, sequence numbers, deduplication).
-Transactional mode and read_committed readers need transactions, which
-idemlog does not have yet.
+Readers tail partitions from the start: read_uncommitted up to the high
+watermark, read_committed below the last stable offset with aborted
+transactions hidden. Transactional mode needs the transaction coordinator,
+which idemlog does not have yet.
 
 The data goes to a fresh temporary directory, removed at the end, unless
 --dir names one: that is kept for 'idemlog dump' and 'idemlog verify', and
@@ -58,8 +60,7 @@ Output:
   per-second timeline. --plot draws the timeline (throughput and p99).
 
 Exit status: 0 after a run, 1 if it failed, 2 if the command line is wrong
-or asks for what is not available yet (transactional mode,
-read_committed).
+or asks for what is not available yet (transactional mode).
 `
 
 func runBench(args []string, stdout, stderr io.Writer) int {
@@ -77,7 +78,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.Duration, "duration", bench.DefaultDuration, "run for `DUR`, unless --records is given")
 	fs.Var((*optInt64)(&c.Records), "records", "write `N` records in all, then stop, instead of running for --duration")
 	fs.IntVar(&c.Readers, "readers", d.Readers, "run `N` readers, tailing the partitions from offset 0")
-	fs.StringVar(&c.Isolation, "isolation", d.Isolation, "readers' `LEVEL`: read_uncommitted or read_committed (not available yet)")
+	fs.StringVar(&c.Isolation, "isolation", d.Isolation, "readers' `LEVEL`: read_uncommitted or read_committed")
 	fs.StringVar(&c.Dir, "dir", "", "data `DIR`, kept after the run, appended to if it exists (default: a temporary directory, removed)")
 	fs.StringVar(&c.Topic, "topic", d.Topic, "topic `NAME`")
 	fs.Var((*optInt64)(&c.SegmentBytes), "segment-bytes", "segment size in `BYTES` (default: 1 GiB, Kafka's)")
