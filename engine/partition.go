@@ -28,6 +28,10 @@ type Partition struct {
 
 	producers *pidtable.Table
 	txns      *openTxns
+	// onMarker, if set before the partition is shared (internal topics:
+	// the consumer-offsets store), sees every transaction marker, under
+	// the writer mutex, after the producer state took it.
+	onMarker func(pid int64, commit bool, offset int64)
 	// snap is the snapshot image buffer, used only under the log's writer
 	// mutex (the Snapshot callback).
 	snap producer.SnapshotWriter
@@ -266,6 +270,9 @@ func (p *Partition) applyMarker(s *pidtable.State, m producer.Marker, offset, ts
 	}
 	if _, ok := producer.ApplyMarker(s, m, offset, ts); ok {
 		p.txns.end(m.ProducerID)
+	}
+	if p.onMarker != nil {
+		p.onMarker(m.ProducerID, m.Commit, offset)
 	}
 	return nil
 }
