@@ -57,6 +57,10 @@ type Engine struct {
 	parts  atomic.Pointer[map[string]*Partition]
 	mu     sync.Mutex
 	closed bool
+
+	coordOnce sync.Once
+	coord     *Coordinator
+	coordErr  error
 }
 
 // ErrClosed: the engine was closed.

@@ -1,0 +1,365 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/errcode"
+	"github.com/idemlog/idemlog/producer"
+)
+
+// Coordinator errors, with Kafka's codes.
+var (
+	ErrInvalidRequest            = errcode.New(errcode.InvalidRequest, "invalid request")
+	ErrInvalidTransactionTimeout = errcode.New(errcode.InvalidTransactionTimeout, "invalid transaction timeout")
+	ErrConcurrentTransactions    = errcode.New(errcode.ConcurrentTransactions, "concurrent transactions")
+	ErrInvalidProducerIDMapping  = errcode.New(errcode.InvalidProducerIDMapping, "invalid producer id mapping")
+	ErrProducerFenced            = errcode.New(errcode.ProducerFenced, "producer fenced")
+	ErrInvalidTxnState           = errcode.New(errcode.InvalidTxnState, "invalid transaction state")
+)
+
+const (
+	txnStateTopic = "__transaction_state"
+	// MaxTransactionTimeout is transaction.max.timeout.ms.
+	MaxTransactionTimeout = 15 * time.Minute
+	// epochExhausted: at this epoch a new producer id is taken, so the
+	// coordinator can always fence with epoch+1 (never handed out).
+	epochExhausted = math.MaxInt16 - 1
+)
+
+// Coordinator is the in-process transaction coordinator: transactional id
+// -> (producer id, epoch) and the transaction state machine (3.1), persisted
+// in the __transaction_state topic and recovered on open. Every transition
+// is written (and synced) before it takes effect; a decided transaction
+// (PrepareCommit/PrepareAbort) is completed on recovery.
+//
+// One mutex serializes the coordinator's state changes: they happen once
+// per transaction, not per batch, and are not on the append path.
+type Coordinator struct {
+	e     *Engine
+	log   *Partition
+	mu    sync.Mutex
+	txns  map[string]*txnMeta
+	value []byte
+	// stopAfterMarkers, for crash tests: end an EndTxn after writing this
+	// many markers (> 0), as if the process died there.
+	stopAfterMarkers int
+}
+
+// Coordinator returns the engine's transaction coordinator, opening (and
+// recovering) it on first use.
+func (e *Engine) Coordinator() (*Coordinator, error) {
+	e.coordOnce.Do(func() { e.coord, e.coordErr = openCoordinator(e) })
+	return e.coord, e.coordErr
+}
+
+func openCoordinator(e *Engine) (*Coordinator, error) {
+	if err := e.CreateTopic(txnStateTopic, 1); err != nil {
+		return nil, err
+	}
+	p, err := e.Partition(txnStateTopic, 0)
+	if err != nil {
+		return nil, err
+	}
+	c := &Coordinator{e: e, log: p, txns: map[string]*txnMeta{}}
+	if err := c.load(); err != nil {
+		return nil, err
+	}
+	// Finish what was decided before the last stop: markers may be missing.
+	for _, m := range c.txns {
+		if m.state == TxnPrepareCommit || m.state == TxnPrepareAbort {
+			if err := c.complete(m); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return c, nil
+}
+
+// load replays __transaction_state: the last value of each id wins.
+func (c *Coordinator) load() error {
+	l := c.log.Log()
+	var d batch.Decoder
+	for off := l.LogStartOffset(); off < l.HighWatermark(); {
+		ch, err := l.Read(off, 1<<20)
+		if err != nil {
+			return fmt.Errorf("cannot load transaction state: %w", err)
+		}
+		for data := ch.Data; len(data) > 0; {
+			n, err := batch.Size(data)
+			if err != nil {
+				ch.Release()
+				return fmt.Errorf("cannot load transaction state: %w", err)
+			}
+			it, err := d.Records(batch.Batch(data[:n]))
+			if err != nil {
+				ch.Release()
+				return fmt.Errorf("cannot load transaction state: %w", err)
+			}
+			var r batch.Record
+			for it.Next(&r) {
+				m, err := decodeTxnMeta(string(r.Key), r.Value)
+				if err != nil {
+					ch.Release()
+					return fmt.Errorf("cannot load transaction state of %q: %w", r.Key, err)
+				}
+				c.txns[m.id] = m
+			}
+			data = data[n:]
+		}
+		off = ch.NextOffset
+		ch.Release()
+	}
+	return nil
+}
+
+// persist writes m's new value and waits until it is durable.
+func (c *Coordinator) persist(m *txnMeta) error {
+	m.lastUpdate = c.e.opts.Now().UnixMilli()
+	c.value = m.encode(c.value[:0])
+	b := batch.NewBuilder(batch.CodecNone)
+	b.Append(m.lastUpdate, []byte(m.id), c.value, nil)
+	v, err := b.Build()
+	if err != nil {
+		return err
+	}
+	res, err := c.log.Append(bytes.Clone(v))
+	if err != nil {
+		return fmt.Errorf("cannot persist transaction %q: %w", m.id, err)
+	}
+	if err := c.log.Log().WaitDurable(res.LastOffset + 1); err != nil {
+		return fmt.Errorf("cannot persist transaction %q: %w", m.id, err)
+	}
+	return nil
+}
+
+// InitProducerID gives a transactional id its producer id and a new epoch,
+// fencing every earlier instance (3.2). An open transaction of the previous
+// instance is aborted first and the call answers ErrConcurrentTransactions:
+// the caller retries, as Kafka's clients do, and gets the next epoch.
+func (c *Coordinator) InitProducerID(id string, timeout time.Duration) (int64, int16, error) {
+	if id == "" {
+		return 0, 0, fmt.Errorf("cannot init producer: empty transactional id: %w", ErrInvalidRequest)
+	}
+	if timeout <= 0 || timeout > MaxTransactionTimeout {
+		return 0, 0, fmt.Errorf("cannot init producer %q: timeout %v: %w", id, timeout, ErrInvalidTransactionTimeout)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.txns[id]
+	if m == nil {
+		pid, err := c.e.pids.allocate()
+		if err != nil {
+			return 0, 0, err
+		}
+		m = &txnMeta{id: id, pid: pid, prevPID: -1, epoch: -1, lastEpoch: -1, state: TxnEmpty, start: -1}
+	}
+	switch m.state {
+	case TxnPrepareCommit, TxnPrepareAbort:
+		return 0, 0, fmt.Errorf("cannot init producer %q: transaction %v: %w", id, m.state, ErrConcurrentTransactions)
+	case TxnOngoing:
+		// Fence the running instance and abort its transaction with the
+		// bumped epoch; the retry bumps once more.
+		if err := c.endLocked(m, false, true); err != nil {
+			return 0, 0, err
+		}
+		return 0, 0, fmt.Errorf("cannot init producer %q: aborted the fenced instance's transaction: %w", id, ErrConcurrentTransactions)
+	}
+	next := *m
+	next.timeout = timeout
+	if m.epoch >= epochExhausted {
+		pid, err := c.e.pids.allocate()
+		if err != nil {
+			return 0, 0, err
+		}
+		next.prevPID, next.pid, next.epoch, next.lastEpoch = m.pid, pid, 0, -1
+	} else {
+		next.lastEpoch, next.epoch = -1, m.epoch+1
+	}
+	next.state, next.partitions, next.start = TxnEmpty, nil, -1
+	if err := c.persist(&next); err != nil {
+		return 0, 0, err
+	}
+	c.txns[id] = &next
+	return next.pid, next.epoch, nil
+}
+
+// lookup checks a request's producer id and epoch against the id's
+// metadata (3.3, 3.5).
+func (c *Coordinator) lookup(id string, pid int64, epoch int16) (*txnMeta, error) {
+	m := c.txns[id]
+	if m == nil || m.pid != pid {
+		return nil, fmt.Errorf("cannot use transactional id %q with producer %d: %w", id, pid, ErrInvalidProducerIDMapping)
+	}
+	if epoch != m.epoch {
+		return nil, fmt.Errorf("cannot use transactional id %q: epoch %d, current %d: %w", id, epoch, m.epoch, ErrProducerFenced)
+	}
+	return m, nil
+}
+
+// AddPartitions adds partitions to the id's transaction, starting it if
+// needed (the version 1 flow; with version 2 the first transactional write
+// to a partition adds it, see TransactionalProducer).
+func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []TopicPartitionRef, tv2 bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, err := c.lookup(id, pid, epoch)
+	if err != nil {
+		return err
+	}
+	switch m.state {
+	case TxnPrepareCommit, TxnPrepareAbort:
+		return fmt.Errorf("cannot add partitions to %q: %v: %w", id, m.state, ErrConcurrentTransactions)
+	}
+	next := *m
+	next.partitions = append([]TopicPartitionRef(nil), m.partitions...)
+	added := false
+	for _, tp := range parts {
+		if _, err := c.e.Partition(tp.Topic, int(tp.Partition)); err != nil {
+			return err
+		}
+		if !containsTP(next.partitions, tp) {
+			next.partitions = append(next.partitions, tp)
+			added = true
+		}
+	}
+	if m.state == TxnOngoing && !added {
+		return nil
+	}
+	if m.state != TxnOngoing {
+		next.start = c.e.opts.Now().UnixMilli()
+		next.tv2 = tv2
+	}
+	next.state = TxnOngoing
+	if err := c.persist(&next); err != nil {
+		return err
+	}
+	c.txns[id] = &next
+	return nil
+}
+
+func containsTP(tps []TopicPartitionRef, tp TopicPartitionRef) bool {
+	for _, x := range tps {
+		if x == tp {
+			return true
+		}
+	}
+	return false
+}
+
+// EndTxn commits or aborts the id's transaction (3.5). With version 2 the
+// epoch is bumped at every end: markers carry epoch+1 and the new epoch is
+// returned; with version 1 the epoch stays.
+func (c *Coordinator) EndTxn(id string, pid int64, epoch int16, commit bool) (int16, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.txns[id]
+	if m != nil && m.pid == pid && m.tv2 && epoch+1 == m.epoch &&
+		(m.state == TxnCompleteCommit && commit || m.state == TxnCompleteAbort && !commit) {
+		return m.epoch, nil // a version-2 retry of the end that bumped the epoch
+	}
+	m, err := c.lookup(id, pid, epoch)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case m.state == TxnOngoing:
+		if err := c.endLocked(m, commit, false); err != nil {
+			return 0, err
+		}
+		return c.txns[id].epoch, nil
+	case m.state == TxnCompleteCommit && commit, m.state == TxnCompleteAbort && !commit:
+		return m.epoch, nil // retry of a finished end
+	case m.state == TxnPrepareCommit || m.state == TxnPrepareAbort:
+		return 0, fmt.Errorf("cannot end %q: %v: %w", id, m.state, ErrConcurrentTransactions)
+	}
+	return 0, fmt.Errorf("cannot end %q (commit %v) in state %v: %w", id, commit, m.state, ErrInvalidTxnState)
+}
+
+// endLocked runs the two phases: the decision (PrepareX, durable), the
+// markers, then CompleteX. fence bumps the epoch first (a timeout or a new
+// instance): the markers then carry the bumped epoch and fence the old
+// producer at every partition.
+func (c *Coordinator) endLocked(m *txnMeta, commit, fence bool) error {
+	next := *m
+	switch {
+	case fence:
+		next.lastEpoch, next.epoch = -1, m.epoch+1
+	case m.tv2:
+		next.lastEpoch, next.epoch = m.epoch, m.epoch+1
+	}
+	next.state = TxnPrepareAbort
+	if commit {
+		next.state = TxnPrepareCommit
+	}
+	if err := c.persist(&next); err != nil {
+		return err
+	}
+	c.txns[m.id] = &next
+	return c.complete(&next)
+}
+
+// complete writes the markers of a decided transaction and records its
+// completion. Markers are idempotent to rewrite, so recovery may repeat
+// the ones written before a crash.
+func (c *Coordinator) complete(m *txnMeta) error {
+	commit := m.state == TxnPrepareCommit
+	for i, tp := range m.partitions {
+		if c.stopAfterMarkers > 0 && i == c.stopAfterMarkers {
+			return errCrashTest
+		}
+		p, err := c.e.Partition(tp.Topic, int(tp.Partition))
+		if err != nil {
+			continue // deleted since: Kafka drops such markers
+		}
+		if _, err := p.WriteMarker(producer.Marker{ProducerID: m.pid, Epoch: m.epoch, Commit: commit, Strict: m.tv2}); err != nil {
+			return fmt.Errorf("cannot complete transaction %q: %w", m.id, err)
+		}
+	}
+	next := *m
+	next.state = TxnCompleteAbort
+	if commit {
+		next.state = TxnCompleteCommit
+	}
+	next.partitions, next.start = nil, -1
+	if err := c.persist(&next); err != nil {
+		return err
+	}
+	c.txns[m.id] = &next
+	return nil
+}
+
+var errCrashTest = fmt.Errorf("stopped by a crash test")
+
+// AbortTimedOut aborts, with an epoch bump that fences the producer, every
+// ongoing transaction older than its timeout (3.6), and returns how many.
+func (c *Coordinator) AbortTimedOut() (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.e.opts.Now().UnixMilli()
+	n := 0
+	for _, m := range c.txns {
+		if m.state == TxnOngoing && m.start >= 0 && m.start+m.timeout.Milliseconds() < now {
+			if err := c.endLocked(m, false, true); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
+// State returns the id's producer id, epoch and state, for tools and tests.
+func (c *Coordinator) State(id string) (pid int64, epoch int16, state TxnState, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.txns[id]
+	if m == nil {
+		return 0, 0, 0, false
+	}
+	return m.pid, m.epoch, m.state, true
+}

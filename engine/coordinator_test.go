@@ -1,0 +1,241 @@
+package engine
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/errcode"
+	"github.com/idemlog/idemlog/producer"
+)
+
+func txnSend(t *testing.T, tp *TransactionalProducer, p *Partition, v byte) error {
+	t.Helper()
+	b := batch.NewBuilder(batch.CodecNone)
+	b.Append(time.Now().UnixMilli(), nil, []byte{v}, nil)
+	_, err := tp.Send(p, b)
+	return err
+}
+
+func TestTransactionCommitAbortAcrossPartitions(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, Options{})
+	e.CreateTopic("out", 2)
+	p0, _ := e.Partition("out", 0)
+	p1, _ := e.Partition("out", 1)
+	tp, err := e.NewTransactionalProducer("etl", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, epoch0 := tp.ID()
+	for _, v := range []byte("ab") {
+		if err := txnSend(t, tp, p0, v); err != nil {
+			t.Fatal(err)
+		}
+		if err := txnSend(t, tp, p1, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p0.LastStableOffset() != 0 || string(readCommittedValues(t, p1)) != "" {
+		t.Fatal("an open transaction is visible to read_committed")
+	}
+	if err := tp.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, epoch := tp.ID(); epoch != epoch0+1 {
+		t.Fatalf("epoch %d after a commit, want %d (version 2 bumps)", epoch, epoch0+1)
+	}
+	for _, v := range []byte("xy") {
+		if err := txnSend(t, tp, p0, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := txnSend(t, tp, p1, 'z'); err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txnSend(t, tp, p1, 'c'); err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got0, got1 := string(readCommittedValues(t, p0)), string(readCommittedValues(t, p1)); got0 != "ab" || got1 != "abc" {
+		t.Fatalf("read_committed: %q and %q, want \"ab\" and \"abc\"", got0, got1)
+	}
+	// The state survives a restart.
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openEngine(t, dir, Options{})
+	defer e.Close()
+	c, err := e.Coordinator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, state, ok := c.State("etl"); !ok || state != TxnCompleteCommit {
+		t.Fatalf("state after restart: %v %v", state, ok)
+	}
+}
+
+func TestZombieFencing(t *testing.T) {
+	e := openEngine(t, t.TempDir(), Options{})
+	defer e.Close()
+	e.CreateTopic("out", 1)
+	p, _ := e.Partition("out", 0)
+	old, err := e.NewTransactionalProducer("app", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := txnSend(t, old, p, 'o'); err != nil {
+		t.Fatal(err)
+	}
+	// A new instance fences the old one and aborts its open transaction.
+	cur, err := e.NewTransactionalProducer("app", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldPID, oldEpoch := old.ID()
+	pid, epoch := cur.ID()
+	if pid != oldPID || epoch != oldEpoch+2 {
+		t.Fatalf("new instance %d/%d, old %d/%d: want the same id, epoch +2 (fence, then bump)", pid, epoch, oldPID, oldEpoch)
+	}
+	if err := txnSend(t, old, p, 'z'); !errors.Is(err, producer.ErrInvalidProducerEpoch) {
+		t.Fatalf("zombie write: %v", err)
+	}
+	if err := old.Commit(); !errors.Is(err, ErrProducerFenced) || errcode.Code(err) != errcode.ProducerFenced {
+		t.Fatalf("zombie commit: %v", err)
+	}
+	if err := txnSend(t, cur, p, 'n'); err != nil {
+		t.Fatal(err)
+	}
+	if err := cur.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(readCommittedValues(t, p)); got != "n" {
+		t.Fatalf("read_committed %q, want \"n\": the zombie's write must be aborted", got)
+	}
+}
+
+func TestTransactionTimeoutFences(t *testing.T) {
+	now := time.Now()
+	e := openEngine(t, t.TempDir(), Options{Now: func() time.Time { return now }})
+	defer e.Close()
+	e.CreateTopic("out", 1)
+	p, _ := e.Partition("out", 0)
+	tp, err := e.NewTransactionalProducer("slow", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := txnSend(t, tp, p, 's'); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := e.Coordinator()
+	if n, _ := c.AbortTimedOut(); n != 0 {
+		t.Fatal("aborted a transaction before its timeout")
+	}
+	now = now.Add(2 * time.Second)
+	if n, err := c.AbortTimedOut(); n != 1 || err != nil {
+		t.Fatalf("timed-out aborts: %d %v", n, err)
+	}
+	if p.LastStableOffset() != p.Log().HighWatermark() {
+		t.Fatal("the timed-out transaction still pins the LSO")
+	}
+	if err := txnSend(t, tp, p, 't'); !errors.Is(err, producer.ErrInvalidProducerEpoch) {
+		t.Fatalf("write after the timeout abort: %v", err)
+	}
+	if err := tp.Commit(); !errors.Is(err, ErrProducerFenced) {
+		t.Fatalf("commit after the timeout abort: %v", err)
+	}
+}
+
+func TestCrashDuringCommitCompletesOnRestart(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, Options{})
+	e.CreateTopic("out", 3)
+	tp, err := e.NewTransactionalProducer("crashy", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []*Partition
+	for i := range 3 {
+		p, _ := e.Partition("out", i)
+		parts = append(parts, p)
+		if err := txnSend(t, tp, p, byte('a'+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _ := e.Coordinator()
+	c.stopAfterMarkers = 1 // the decision is durable, one marker written
+	if err := tp.Commit(); !errors.Is(err, errCrashTest) {
+		t.Fatalf("commit with a crash after one marker: %v", err)
+	}
+	if parts[0].LastStableOffset() != parts[0].Log().HighWatermark() || parts[1].LastStableOffset() != 0 {
+		t.Fatal("the crash happened at the wrong place")
+	}
+	e.Kill()
+	e = openEngine(t, dir, Options{})
+	defer e.Close()
+	c, err = e.Coordinator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, state, _ := c.State("crashy"); state != TxnCompleteCommit {
+		t.Fatalf("state after recovery %v, want CompleteCommit", state)
+	}
+	for i := range 3 {
+		p, _ := e.Partition("out", i)
+		if got := string(readCommittedValues(t, p)); got != string(rune('a'+i)) {
+			t.Fatalf("partition %d after recovery: %q", i, got)
+		}
+	}
+}
+
+func TestCoordinatorRequestErrors(t *testing.T) {
+	e := openEngine(t, t.TempDir(), Options{})
+	defer e.Close()
+	c, err := e.Coordinator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.InitProducerID("", time.Minute); !errors.Is(err, ErrInvalidRequest) || errcode.Code(err) != 42 {
+		t.Fatalf("empty id: %v", err)
+	}
+	for _, d := range []time.Duration{0, -time.Second, MaxTransactionTimeout + time.Millisecond} {
+		if _, _, err := c.InitProducerID("x", d); !errors.Is(err, ErrInvalidTransactionTimeout) || errcode.Code(err) != 50 {
+			t.Fatalf("timeout %v: %v", d, err)
+		}
+	}
+	pid, epoch, err := c.InitProducerID("x", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.EndTxn("x", pid+1, epoch, true); !errors.Is(err, ErrInvalidProducerIDMapping) || errcode.Code(err) != 49 {
+		t.Fatalf("wrong producer id: %v", err)
+	}
+	if _, err := c.EndTxn("x", pid, epoch, true); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("commit with nothing open: %v", err)
+	}
+	// Version 1 flow: explicit AddPartitions, no epoch bump at the end.
+	e.CreateTopic("v1", 1)
+	if err := c.AddPartitions("x", pid, epoch, []TopicPartitionRef{{"v1", 0}}, false); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := e.Partition("v1", 0)
+	if _, err := p.Append(txnBatch(t, pid, epoch, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.EndTxn("x", pid, epoch, true)
+	if err != nil || got != epoch {
+		t.Fatalf("version-1 commit: epoch %d, %v; want %d", got, err, epoch)
+	}
+	if got, err := c.EndTxn("x", pid, epoch, true); err != nil || got != epoch {
+		t.Fatalf("retry of a finished commit: %d %v", got, err)
+	}
+	if _, err := c.EndTxn("x", pid, epoch, false); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("abort after commit: %v", err)
+	}
+}

@@ -1,0 +1,95 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemlog/idemlog/batch"
+)
+
+// TransactionalProducer writes to many partitions atomically: the batches
+// it sends between two ends of a transaction become visible to
+// read_committed readers together (Commit) or never (Abort). A second
+// instance with the same transactional id fences it: its writes then fail
+// with INVALID_PRODUCER_EPOCH and its Commit with PRODUCER_FENCED.
+//
+// It follows transaction version 2: a partition joins the transaction at
+// its first write, and every Commit or Abort bumps the epoch. Not safe for
+// concurrent use; one instance per goroutine, as with Kafka's producer.
+type TransactionalProducer struct {
+	c     *Coordinator
+	id    string
+	pid   int64
+	epoch int16
+	seqs  map[*Partition]int32
+	added map[*Partition]bool
+}
+
+// NewTransactionalProducer initializes the transactional id (fencing any
+// earlier instance, aborting its open transaction) and returns a producer.
+func (e *Engine) NewTransactionalProducer(id string, timeout time.Duration) (*TransactionalProducer, error) {
+	c, err := e.Coordinator()
+	if err != nil {
+		return nil, err
+	}
+	var pid int64
+	var epoch int16
+	for range 3 {
+		pid, epoch, err = c.InitProducerID(id, timeout)
+		if !errors.Is(err, ErrConcurrentTransactions) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &TransactionalProducer{c: c, id: id, pid: pid, epoch: epoch,
+		seqs: map[*Partition]int32{}, added: map[*Partition]bool{}}, nil
+}
+
+// ID returns the producer id and current epoch.
+func (tp *TransactionalProducer) ID() (int64, int16) { return tp.pid, tp.epoch }
+
+// Send writes the records in bld to p inside the current transaction.
+func (tp *TransactionalProducer) Send(p *Partition, bld *batch.Builder) (AppendResult, error) {
+	if !tp.added[p] {
+		ref := TopicPartitionRef{Topic: p.topic, Partition: int32(p.index)}
+		if err := tp.c.AddPartitions(tp.id, tp.pid, tp.epoch, []TopicPartitionRef{ref}, true); err != nil {
+			return AppendResult{}, err
+		}
+		tp.added[p] = true
+	}
+	bld.SetProducer(tp.pid, tp.epoch, tp.seqs[p])
+	bld.SetTransactional(true)
+	b, err := bld.Build()
+	if err != nil {
+		return AppendResult{}, err
+	}
+	res, err := p.Append(b)
+	if err != nil {
+		return AppendResult{}, fmt.Errorf("cannot send in transaction %q: %w", tp.id, err)
+	}
+	tp.seqs[p] = batch.NextSequence(b.LastSequence())
+	return res, nil
+}
+
+// Commit makes the transaction's writes visible, atomically.
+func (tp *TransactionalProducer) Commit() error { return tp.end(true) }
+
+// Abort discards the transaction's writes.
+func (tp *TransactionalProducer) Abort() error { return tp.end(false) }
+
+func (tp *TransactionalProducer) end(commit bool) error {
+	epoch, err := tp.c.EndTxn(tp.id, tp.pid, tp.epoch, commit)
+	if err != nil {
+		return err
+	}
+	if epoch != tp.epoch {
+		// A new epoch restarts every partition's sequence at 0.
+		clear(tp.seqs)
+	}
+	tp.epoch = epoch
+	clear(tp.added)
+	return nil
+}
