@@ -239,3 +239,67 @@ func TestCoordinatorRequestErrors(t *testing.T) {
 		t.Fatalf("abort after commit: %v", err)
 	}
 }
+
+func TestCrashBeforeDecisionAborts(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	opts := Options{Now: func() time.Time { return now }}
+	e := openEngine(t, dir, opts)
+	e.CreateTopic("out", 2)
+	tp, err := e.NewTransactionalProducer("pre", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		p, _ := e.Partition("out", i)
+		if err := txnSend(t, tp, p, 'u'); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.Kill() // no decision was taken
+	for _, how := range []string{"new instance", "timeout"} {
+		e = openEngine(t, dir, opts)
+		for i := range 2 {
+			p, _ := e.Partition("out", i)
+			if got := string(readCommittedValues(t, p)); got != "" {
+				t.Fatalf("%s: undecided data visible after restart: %q", how, got)
+			}
+		}
+		c, err := e.Coordinator()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if how == "new instance" {
+			// The transaction is still Ongoing after the restart; the next
+			// instance of the id aborts it. Then run a second transaction
+			// to leave it open for the timeout case.
+			if _, _, st, _ := c.State("pre"); st != TxnOngoing {
+				t.Fatalf("state after restart %v, want Ongoing", st)
+			}
+			tp2, err := e.NewTransactionalProducer("pre", time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, st, _ := c.State("pre"); st != TxnEmpty {
+				t.Fatalf("state after the new instance %v, want Empty", st)
+			}
+			p, _ := e.Partition("out", 0)
+			if err := txnSend(t, tp2, p, 'v'); err != nil {
+				t.Fatal(err)
+			}
+			e.Kill()
+			continue
+		}
+		now = now.Add(time.Minute)
+		if n, err := c.AbortTimedOut(); n != 1 || err != nil {
+			t.Fatalf("timeout after restart: %d %v", n, err)
+		}
+		for i := range 2 {
+			p, _ := e.Partition("out", i)
+			if p.LastStableOffset() != p.Log().HighWatermark() || string(readCommittedValues(t, p)) != "" {
+				t.Fatalf("partition %d: a hanging transaction survived its timeout", i)
+			}
+		}
+		e.Close()
+	}
+}
