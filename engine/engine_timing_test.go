@@ -11,6 +11,7 @@ import (
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/partition"
 	"github.com/idemlog/idemlog/segment"
+	"github.com/idemlog/idemlog/txnindex"
 )
 
 // benchBatches returns one batch per sequence slot for a producer, so the
@@ -249,4 +250,120 @@ func BenchmarkWriteModes(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkTransactional compares transactional sends (one commit per 1000
+// batches, spread over 4 partitions) with idempotent sends, interleaved in
+// one run; both through the product API (Send).
+func BenchmarkTransactional(b *testing.B) {
+	e, err := Open(b.TempDir(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	e.CreateTopic("tx", 4)
+	e.CreateTopic("idem", 4)
+	var txParts, idParts [4]*Partition
+	for i := range 4 {
+		txParts[i], _ = e.Partition("tx", i)
+		idParts[i], _ = e.Partition("idem", i)
+	}
+	tp, err := e.NewTransactionalProducer("bench", time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ip, err := e.NewProducer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	value := bytes.Repeat([]byte("v"), 100)
+	bld := batch.NewBuilder(batch.CodecNone)
+	var tTx, tIdem time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		ts := time.Now()
+		bld.Reset(batch.CodecNone)
+		bld.Append(ts.UnixMilli(), nil, value, nil)
+		if _, err := tp.Send(txParts[i%4], bld); err != nil {
+			b.Fatal(err)
+		}
+		if i%1000 == 999 {
+			if err := tp.Commit(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		t1 := time.Now()
+		bld.Reset(batch.CodecNone)
+		bld.Append(t1.UnixMilli(), nil, value, nil)
+		if _, err := ip.Send(idParts[i%4], bld); err != nil {
+			b.Fatal(err)
+		}
+		tTx += t1.Sub(ts)
+		tIdem += time.Since(t1)
+	}
+	b.ReportMetric(float64(tTx.Nanoseconds())/float64(b.N), "ns/txn-batch")
+	b.ReportMetric(float64(tIdem.Nanoseconds())/float64(b.N), "ns/idem-batch")
+	b.ReportMetric(float64(tIdem)/float64(tTx), "x-throughput")
+}
+
+// BenchmarkReadCommitted scans a partition with nothing aborted through
+// ReadCommitted (plus the consumer-side filter) and through Read.
+func BenchmarkReadCommitted(b *testing.B) {
+	e, err := Open(b.TempDir(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	e.CreateTopic("t", 1)
+	p, _ := e.Partition("t", 0)
+	batches := benchBatches(b, -1, 64, 100, 2000)
+	for _, v := range batches {
+		if _, err := p.Append(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	hw := p.Log().HighWatermark()
+	var aborted []txnindex.Entry
+	var tRC, tRU time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		for off := int64(0); off < hw; {
+			c, ab, err := p.ReadCommitted(off, 1<<20, aborted[:0])
+			if err != nil {
+				b.Fatal(err)
+			}
+			aborted = ab
+			f := txnindex.Filter{}
+			f.Reset(aborted)
+			for data := c.Data; len(data) > 0; {
+				n, _ := batch.Size(data)
+				v := batch.Batch(data[:n])
+				f.Skip(txnindex.Batch{ProducerID: v.ProducerID(), LastOffset: v.LastOffset(), Transactional: v.IsTransactional(), Control: v.IsControl()})
+				data = data[n:]
+			}
+			off = c.NextOffset
+			c.Release()
+		}
+		t1 := time.Now()
+		for off := int64(0); off < hw; {
+			c, err := p.Log().Read(off, 1<<20)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for data := c.Data; len(data) > 0; {
+				n, _ := batch.Size(data)
+				data = data[n:]
+			}
+			off = c.NextOffset
+			c.Release()
+		}
+		tRC += t1.Sub(t0)
+		tRU += time.Since(t1)
+	}
+	b.ReportMetric(float64(tRC.Nanoseconds())/float64(b.N), "ns/read_committed-scan")
+	b.ReportMetric(float64(tRU.Nanoseconds())/float64(b.N), "ns/read_uncommitted-scan")
+	b.ReportMetric(float64(tRU)/float64(tRC), "x-throughput")
 }
