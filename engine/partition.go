@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemlog/idemlog/batch"
@@ -28,14 +29,18 @@ type Partition struct {
 
 	producers *pidtable.Table
 	txns      *openTxns
-	// onMarker, if set before the partition is shared (internal topics:
-	// the consumer-offsets store), sees every transaction marker, under
-	// the writer mutex, after the producer state took it.
-	onMarker func(pid int64, commit bool, offset int64)
+	// onMarker, if set (internal topics: the consumer-offsets store, which
+	// sets it on first use, possibly while markers are being written), sees
+	// every transaction marker, under the writer mutex, after the producer
+	// state took it. Atomic: the store publishes it after building itself.
+	onMarker atomic.Pointer[markerHook]
 	// snap is the snapshot image buffer, used only under the log's writer
 	// mutex (the Snapshot callback).
 	snap producer.SnapshotWriter
 }
+
+// markerHook is the type of Partition.onMarker.
+type markerHook = func(pid int64, commit bool, offset int64)
 
 // AppendResult is where an appended (or deduplicated) batch is in the log.
 type AppendResult struct {
@@ -271,8 +276,8 @@ func (p *Partition) applyMarker(s *pidtable.State, m producer.Marker, offset, ts
 	if _, ok := producer.ApplyMarker(s, m, offset, ts); ok {
 		p.txns.end(m.ProducerID)
 	}
-	if p.onMarker != nil {
-		p.onMarker(m.ProducerID, m.Commit, offset)
+	if h := p.onMarker.Load(); h != nil {
+		(*h)(m.ProducerID, m.Commit, offset)
 	}
 	return nil
 }

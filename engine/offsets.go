@@ -1,0 +1,659 @@
+package engine
+
+import (
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sync"
+	"unicode/utf16"
+
+	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/errcode"
+)
+
+// The consumer-offsets store: Kafka's __consumer_offsets, in process.
+//
+// Every commit is a batch appended to the group's partition of the internal
+// topic, one record per partition committed, in Kafka's OffsetCommitKey v1 /
+// OffsetCommitValue v3 layouts:
+//
+//	key:   version int16 = 1 | group string | topic string | partition int32
+//	value: version int16 = 3 | offset int64 | leaderEpoch int32 = -1
+//	       | metadata string | commitTimestamp int64
+//
+// (string = int16 length + bytes). Plain commits are non-idempotent batches
+// (producer id -1), applied as soon as they are written. Transactional
+// commits are transactional batches of the producer, with sequences that
+// continue the producer's state in the partition; their offsets stay
+// pending until a COMMIT (they become current) or ABORT (dropped) marker of
+// that producer is written to the partition. The state is rebuilt from the
+// log the first time an engine uses the store.
+
+const (
+	// ConsumerOffsetsTopic is the internal topic of committed offsets.
+	ConsumerOffsetsTopic = "__consumer_offsets"
+	// ConsumerOffsetsPartitions is its partition count (Kafka's default,
+	// offsets.topic.num.partitions, is 50).
+	ConsumerOffsetsPartitions = 8
+
+	// Kafka codes that errcode does not name.
+	codeIllegalGeneration int16 = 22
+	codeInvalidGroupID    int16 = 24
+	codeUnknownMemberID   int16 = 25
+
+	offsetKeyVersion   int16 = 1
+	offsetValueVersion int16 = 3
+)
+
+// Sentinel errors of the offsets store, with Kafka's codes.
+var (
+	// ErrUnstableOffsetCommit: FetchOffsets with requireStable while a
+	// transactional commit of the group is pending on a requested partition.
+	ErrUnstableOffsetCommit = errcode.New(errcode.UnstableOffsetCommit, "unstable offset commit")
+	// ErrIllegalGeneration and ErrUnknownMemberID are the group fencing
+	// errors of (Txn)OffsetCommit (KIP-447), for the group coordinator.
+	ErrIllegalGeneration = errcode.New(codeIllegalGeneration, "illegal generation")
+	ErrUnknownMemberID   = errcode.New(codeUnknownMemberID, "unknown member id")
+	// ErrInvalidGroupID: an empty group id.
+	ErrInvalidGroupID = errcode.New(codeInvalidGroupID, "invalid group id")
+	// ErrInvalidOffsetCommit: a malformed commit (negative producer id,
+	// string longer than 32767 bytes).
+	ErrInvalidOffsetCommit = errcode.New(errcode.InvalidRequest, "invalid offset commit")
+)
+
+// TopicPartition names a partition whose offset a group commits.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// OffsetAndMetadata is a committed offset; Offset is -1 when none is.
+type OffsetAndMetadata struct {
+	Offset   int64
+	Metadata string
+}
+
+// javaStringHashCode is Java's String.hashCode: s[0]*31^(n-1) + ... +
+// s[n-1] over the UTF-16 code units, in int32 arithmetic.
+func javaStringHashCode(s string) int32 {
+	var h int32
+	for _, r := range s {
+		if r >= 0x10000 {
+			hi, lo := utf16.EncodeRune(r)
+			h = 31*h + int32(hi)
+			h = 31*h + int32(lo)
+			continue
+		}
+		h = 31*h + int32(r)
+	}
+	return h
+}
+
+// GroupPartition is the __consumer_offsets partition of a group, as Kafka
+// computes it: Utils.abs(groupId.hashCode) % partitions, where Utils.abs
+// maps Integer.MIN_VALUE to 0.
+func GroupPartition(group string) int {
+	h := javaStringHashCode(group)
+	if h == math.MinInt32 {
+		h = 0
+	} else if h < 0 {
+		h = -h
+	}
+	return int(h) % ConsumerOffsetsPartitions
+}
+
+// offsetValue is a committed (or pending) offset and the log offset of its
+// record, which orders commits: a transaction's offsets never replace an
+// offset committed later in the log (Kafka's olderThan rule).
+type offsetValue struct {
+	OffsetAndMetadata
+	commitTimestamp int64
+	logOffset       int64
+}
+
+type markerSeen struct {
+	offset int64
+	commit bool
+}
+
+// offsetsPartition is the state of one __consumer_offsets partition.
+type offsetsPartition struct {
+	p *Partition
+	// appendMu serializes transactional appends, from choosing the
+	// sequence to the write (only the store writes data here).
+	appendMu sync.Mutex
+
+	// mu guards everything below. It is taken by the marker hook under the
+	// log's writer mutex, so it is never held while appending.
+	mu        sync.Mutex
+	committed map[string]map[TopicPartition]offsetValue
+	// pending: producer id -> group -> partition -> offset.
+	pending map[int64]map[string]map[TopicPartition]offsetValue
+	// replayedTo: markers below it were seen by the replay.
+	replayedTo int64
+	// While transactional appends are in flight (inflight > 0), markers
+	// are remembered: one may end the transaction of a batch written
+	// before it but registered after it ran.
+	inflight int
+	markers  map[int64][]markerSeen
+}
+
+type offsetStore struct {
+	e     *Engine
+	parts [ConsumerOffsetsPartitions]*offsetsPartition
+}
+
+// offsetStores holds each engine's store until Engine has a field for it.
+var offsetStores = struct {
+	sync.Mutex
+	m map[*Engine]*offsetStore
+}{m: map[*Engine]*offsetStore{}}
+
+// offsets returns e's store, creating the internal topic and replaying it
+// on first use.
+func (e *Engine) offsets() (*offsetStore, error) {
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	offsetStores.Lock()
+	defer offsetStores.Unlock()
+	if closed {
+		delete(offsetStores.m, e)
+		return nil, ErrClosed
+	}
+	if s := offsetStores.m[e]; s != nil {
+		return s, nil
+	}
+	s, err := openOffsets(e)
+	if err != nil {
+		return nil, err
+	}
+	offsetStores.m[e] = s
+	return s, nil
+}
+
+// openOffsets creates the internal topic's missing partitions, installs the
+// marker hooks and rebuilds the state from the log.
+func openOffsets(e *Engine) (*offsetStore, error) {
+	if err := e.CreateTopic(ConsumerOffsetsTopic, ConsumerOffsetsPartitions); err != nil {
+		return nil, fmt.Errorf("cannot create %s: %w", ConsumerOffsetsTopic, err)
+	}
+	s := &offsetStore{e: e}
+	for i := range s.parts {
+		p, err := e.Partition(ConsumerOffsetsTopic, i)
+		if err != nil {
+			return nil, err
+		}
+		op := &offsetsPartition{p: p,
+			committed: map[string]map[TopicPartition]offsetValue{},
+			pending:   map[int64]map[string]map[TopicPartition]offsetValue{},
+		}
+		op.mu.Lock()
+		// A marker written from here on waits for the replay; the replay
+		// and replayedTo keep it from being applied twice.
+		hook := markerHook(op.onMarker)
+		p.onMarker.Store(&hook)
+		err = op.replay()
+		op.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		s.parts[i] = op
+	}
+	return s, nil
+}
+
+// replay applies every batch of the partition's log (under mu).
+func (op *offsetsPartition) replay() error {
+	var dec batch.Decoder
+	off := op.p.log.LogStartOffset()
+	for {
+		c, err := op.p.log.Read(off, 1<<20)
+		if err != nil {
+			return fmt.Errorf("cannot replay %s-%d at %d: %w", ConsumerOffsetsTopic, op.p.index, off, err)
+		}
+		if len(c.Data) == 0 {
+			c.Release()
+			break
+		}
+		for data := c.Data; len(data) > 0; {
+			n, err := batch.Size(data)
+			if err != nil {
+				c.Release()
+				return fmt.Errorf("cannot replay %s-%d at %d: %w", ConsumerOffsetsTopic, op.p.index, off, err)
+			}
+			if err := op.replayBatch(&dec, batch.Batch(data[:n])); err != nil {
+				c.Release()
+				return err
+			}
+			data = data[n:]
+		}
+		off = c.NextOffset
+		c.Release()
+	}
+	op.replayedTo = off
+	return nil
+}
+
+func (op *offsetsPartition) replayBatch(dec *batch.Decoder, b batch.Batch) error {
+	if b.IsControl() {
+		if b.RecordsCount() == 0 || !b.HasProducerID() {
+			return nil
+		}
+		c, err := b.Control()
+		if err != nil || (c.Type != batch.ControlCommit && c.Type != batch.ControlAbort) {
+			return nil
+		}
+		op.applyMarker(b.ProducerID(), c.Type == batch.ControlCommit, b.BaseOffset())
+		return nil
+	}
+	recs, err := dec.Records(b)
+	if err != nil {
+		return fmt.Errorf("cannot replay %s-%d at %d: %w", ConsumerOffsetsTopic, op.p.index, b.BaseOffset(), err)
+	}
+	txn := b.IsTransactional() && b.HasProducerID()
+	var r batch.Record
+	for recs.Next(&r) {
+		group, tp, ok := decodeOffsetKey(r.Key)
+		if !ok {
+			continue // group metadata, or a layout this store does not read
+		}
+		if r.Value == nil { // tombstone
+			if txn {
+				continue
+			}
+			if g := op.committed[group]; g != nil {
+				delete(g, tp)
+			}
+			continue
+		}
+		v, ok := decodeOffsetValue(r.Value)
+		if !ok {
+			continue
+		}
+		v.logOffset = r.Offset
+		if txn {
+			op.addPending(b.ProducerID(), group, tp, v)
+		} else {
+			op.commit(group, tp, v)
+		}
+	}
+	if err := recs.Err(); err != nil {
+		return fmt.Errorf("cannot replay %s-%d at %d: %w", ConsumerOffsetsTopic, op.p.index, b.BaseOffset(), err)
+	}
+	return nil
+}
+
+// onMarker is the partition's marker hook (under its writer mutex).
+func (op *offsetsPartition) onMarker(pid int64, commit bool, offset int64) {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	if offset < op.replayedTo {
+		return // the replay applied it
+	}
+	if op.inflight > 0 {
+		op.markers[pid] = append(op.markers[pid], markerSeen{offset: offset, commit: commit})
+	}
+	op.applyMarker(pid, commit, offset)
+}
+
+// applyMarker ends pid's transaction (under mu).
+func (op *offsetsPartition) applyMarker(pid int64, commit bool, _ int64) {
+	groups := op.pending[pid]
+	delete(op.pending, pid)
+	if !commit {
+		return
+	}
+	for group, tps := range groups {
+		for tp, v := range tps {
+			op.commit(group, tp, v)
+		}
+	}
+}
+
+// commit makes v current unless a later record already is (under mu).
+func (op *offsetsPartition) commit(group string, tp TopicPartition, v offsetValue) {
+	g := op.committed[group]
+	if g == nil {
+		g = map[TopicPartition]offsetValue{}
+		op.committed[group] = g
+	}
+	if old, ok := g[tp]; ok && old.logOffset > v.logOffset {
+		return
+	}
+	g[tp] = v
+}
+
+func (op *offsetsPartition) addPending(pid int64, group string, tp TopicPartition, v offsetValue) {
+	groups := op.pending[pid]
+	if groups == nil {
+		groups = map[string]map[TopicPartition]offsetValue{}
+		op.pending[pid] = groups
+	}
+	g := groups[group]
+	if g == nil {
+		g = map[TopicPartition]offsetValue{}
+		groups[group] = g
+	}
+	if old, ok := g[tp]; ok && old.logOffset > v.logOffset {
+		return
+	}
+	g[tp] = v
+}
+
+// CommitOffsets commits a group's offsets outside any transaction. They are
+// visible to FetchOffsets on return, which comes once the write is durable
+// under the partition's sync policy.
+func (e *Engine) CommitOffsets(group string, offsets map[TopicPartition]OffsetAndMetadata) error {
+	op, err := e.offsetsPartitionOf(group, offsets)
+	if err != nil || len(offsets) == 0 {
+		return err
+	}
+	ts := e.opts.Now().UnixMilli()
+	b, err := buildOffsetsBatch(group, offsets, -1, 0, -1, ts)
+	if err != nil {
+		return err
+	}
+	res, err := op.p.Append(b)
+	if err != nil {
+		return fmt.Errorf("cannot commit offsets of group %q: %w", group, err)
+	}
+	op.mu.Lock()
+	for tp, v := range placedOffsets(offsets, res.BaseOffset, ts) {
+		op.commit(group, tp, v)
+	}
+	op.mu.Unlock()
+	return nil
+}
+
+// TxnCommitOffsets commits a group's offsets inside producer pid's
+// transaction (Kafka's TxnOffsetCommit): they stay pending, invisible to
+// FetchOffsets and failing it with requireStable, until the transaction
+// coordinator writes pid's COMMIT marker to the group's __consumer_offsets
+// partition (an ABORT drops them). A fenced epoch fails with the
+// producer's ErrInvalidProducerEpoch.
+func (e *Engine) TxnCommitOffsets(group string, pid int64, epoch int16, offsets map[TopicPartition]OffsetAndMetadata) error {
+	if pid < 0 {
+		return fmt.Errorf("cannot commit offsets of group %q: producer id %d: %w", group, pid, ErrInvalidOffsetCommit)
+	}
+	op, err := e.offsetsPartitionOf(group, offsets)
+	if err != nil || len(offsets) == 0 {
+		return err
+	}
+	op.appendMu.Lock()
+	defer op.appendMu.Unlock()
+	seq, err := op.nextSequence(pid, epoch)
+	if err != nil {
+		return fmt.Errorf("cannot commit offsets of group %q: %w", group, err)
+	}
+	ts := e.opts.Now().UnixMilli()
+	b, err := buildOffsetsBatch(group, offsets, pid, epoch, seq, ts)
+	if err != nil {
+		return err
+	}
+	op.mu.Lock()
+	if op.inflight++; op.markers == nil {
+		op.markers = map[int64][]markerSeen{}
+	}
+	op.mu.Unlock()
+	res, err := op.p.Append(b)
+	if err == nil && offsetsAppendedHook != nil {
+		offsetsAppendedHook(op.p, pid, epoch)
+	}
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	if err == nil {
+		// A marker may have run between the write and here: the first of
+		// pid's markers after the batch ends its transaction.
+		var end *markerSeen
+		for i, m := range op.markers[pid] {
+			if m.offset > res.BaseOffset {
+				end = &op.markers[pid][i]
+				break
+			}
+		}
+		for tp, v := range placedOffsets(offsets, res.BaseOffset, ts) {
+			switch {
+			case end == nil:
+				op.addPending(pid, group, tp, v)
+			case end.commit:
+				op.commit(group, tp, v)
+			}
+		}
+	}
+	if op.inflight--; op.inflight == 0 {
+		op.markers = nil
+	}
+	if err != nil {
+		return fmt.Errorf("cannot commit offsets of group %q: %w", group, err)
+	}
+	return nil
+}
+
+// offsetsAppendedHook, for tests, runs between a transactional commit's
+// write and its registration.
+var offsetsAppendedHook func(p *Partition, pid int64, epoch int16)
+
+// nextSequence is the sequence pid's next batch at epoch must carry in the
+// partition: 0 for a producer the partition does not know or at another
+// epoch, else one past its newest batch's (under appendMu).
+func (op *offsetsPartition) nextSequence(pid int64, epoch int16) (int32, error) {
+	ent, created, err := op.p.producers.Acquire(pid)
+	if err != nil {
+		return 0, err
+	}
+	s := ent.State()
+	var seq int32
+	if (s.EpochPlus1 != 0 || s.Count != 0) && s.Epoch() == epoch {
+		if n := s.Newest(); n != nil && n.LastSeq != math.MaxInt32 {
+			seq = n.LastSeq + 1
+		}
+	}
+	if created {
+		op.p.producers.Remove(ent)
+	} else {
+		op.p.producers.Release(ent)
+	}
+	return seq, nil
+}
+
+// placedOffsets gives each offset of a batch written at base, in
+// buildOffsetsBatch's order, the log offset of its record.
+func placedOffsets(offsets map[TopicPartition]OffsetAndMetadata, base, ts int64) map[TopicPartition]offsetValue {
+	out := make(map[TopicPartition]offsetValue, len(offsets))
+	for i, tp := range sortedTPs(offsets) {
+		out[tp] = offsetValue{OffsetAndMetadata: offsets[tp], commitTimestamp: ts, logOffset: base + int64(i)}
+	}
+	return out
+}
+
+func sortedTPs(offsets map[TopicPartition]OffsetAndMetadata) []TopicPartition {
+	tps := slices.Collect(maps.Keys(offsets))
+	slices.SortFunc(tps, func(a, b TopicPartition) int {
+		if c := cmp.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Partition, b.Partition)
+	})
+	return tps
+}
+
+// offsetsPartitionOf validates a commit and returns the group's partition.
+func (e *Engine) offsetsPartitionOf(group string, offsets map[TopicPartition]OffsetAndMetadata) (*offsetsPartition, error) {
+	if group == "" {
+		return nil, fmt.Errorf("cannot commit offsets: %w", ErrInvalidGroupID)
+	}
+	if len(group) > math.MaxInt16 {
+		return nil, fmt.Errorf("cannot commit offsets: group id of %d bytes: %w", len(group), ErrInvalidOffsetCommit)
+	}
+	for tp, om := range offsets {
+		if len(tp.Topic) > math.MaxInt16 || len(om.Metadata) > math.MaxInt16 {
+			return nil, fmt.Errorf("cannot commit offsets of group %q: string over %d bytes: %w", group, math.MaxInt16, ErrInvalidOffsetCommit)
+		}
+	}
+	s, err := e.offsets()
+	if err != nil {
+		return nil, err
+	}
+	return s.parts[GroupPartition(group)], nil
+}
+
+// buildOffsetsBatch builds a commit's batch, one record per partition in
+// sortedTPs order; pid -1 builds a plain batch.
+func buildOffsetsBatch(group string, offsets map[TopicPartition]OffsetAndMetadata, pid int64, epoch int16, seq int32, ts int64) (batch.Batch, error) {
+	bld := batch.NewBuilder(batch.CodecNone)
+	if pid >= 0 {
+		bld.SetProducer(pid, epoch, seq)
+		bld.SetTransactional(true)
+	}
+	var key, val []byte
+	for _, tp := range sortedTPs(offsets) {
+		key = encodeOffsetKey(key[:0], group, tp)
+		val = encodeOffsetValue(val[:0], offsets[tp], ts)
+		bld.Append(ts, key, val, nil)
+	}
+	b, err := bld.Build()
+	if err != nil {
+		return nil, fmt.Errorf("cannot commit offsets of group %q: %w", group, err)
+	}
+	return b, nil
+}
+
+// FetchOffsets returns a group's committed offsets for tps (all of the
+// group's when tps is nil); a partition without one has offset -1. With
+// requireStable, a pending transactional commit of the group on a requested
+// partition fails the call with ErrUnstableOffsetCommit.
+func (e *Engine) FetchOffsets(group string, tps []TopicPartition, requireStable bool) (map[TopicPartition]OffsetAndMetadata, error) {
+	if group == "" {
+		return nil, fmt.Errorf("cannot fetch offsets: %w", ErrInvalidGroupID)
+	}
+	s, err := e.offsets()
+	if err != nil {
+		return nil, err
+	}
+	op := s.parts[GroupPartition(group)]
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	if requireStable {
+		for pid, groups := range op.pending {
+			g := groups[group]
+			if len(g) == 0 {
+				continue
+			}
+			if tps == nil {
+				return nil, fmt.Errorf("cannot fetch offsets of group %q: producer %d has a pending commit: %w", group, pid, ErrUnstableOffsetCommit)
+			}
+			for _, tp := range tps {
+				if _, ok := g[tp]; ok {
+					return nil, fmt.Errorf("cannot fetch offsets of group %q: producer %d has a pending commit for %s-%d: %w", group, pid, tp.Topic, tp.Partition, ErrUnstableOffsetCommit)
+				}
+			}
+		}
+	}
+	committed := op.committed[group]
+	out := make(map[TopicPartition]OffsetAndMetadata, max(len(tps), len(committed)))
+	if tps == nil {
+		for tp, v := range committed {
+			out[tp] = v.OffsetAndMetadata
+		}
+		return out, nil
+	}
+	for _, tp := range tps {
+		if v, ok := committed[tp]; ok {
+			out[tp] = v.OffsetAndMetadata
+		} else {
+			out[tp] = OffsetAndMetadata{Offset: -1}
+		}
+	}
+	return out, nil
+}
+
+// Record layouts.
+
+func appendOffsetString(dst []byte, s string) []byte {
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(s)))
+	return append(dst, s...)
+}
+
+func encodeOffsetKey(dst []byte, group string, tp TopicPartition) []byte {
+	dst = binary.BigEndian.AppendUint16(dst, uint16(offsetKeyVersion))
+	dst = appendOffsetString(dst, group)
+	dst = appendOffsetString(dst, tp.Topic)
+	return binary.BigEndian.AppendUint32(dst, uint32(tp.Partition))
+}
+
+func encodeOffsetValue(dst []byte, om OffsetAndMetadata, ts int64) []byte {
+	dst = binary.BigEndian.AppendUint16(dst, uint16(offsetValueVersion))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(om.Offset))
+	dst = binary.BigEndian.AppendUint32(dst, math.MaxUint32) // leaderEpoch -1
+	dst = appendOffsetString(dst, om.Metadata)
+	return binary.BigEndian.AppendUint64(dst, uint64(ts))
+}
+
+var errShortOffsetRecord = errors.New("short offset record")
+
+type offsetReader struct {
+	b   []byte
+	err error
+}
+
+func (r *offsetReader) next(n int) []byte {
+	if r.err != nil || len(r.b) < n {
+		r.err = errShortOffsetRecord
+		return make([]byte, n)
+	}
+	v := r.b[:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *offsetReader) int16() int16 { return int16(binary.BigEndian.Uint16(r.next(2))) }
+func (r *offsetReader) int32() int32 { return int32(binary.BigEndian.Uint32(r.next(4))) }
+func (r *offsetReader) int64() int64 { return int64(binary.BigEndian.Uint64(r.next(8))) }
+
+// string reads an int16-length string; a null (-1) one is "".
+func (r *offsetReader) string() string {
+	n := r.int16()
+	if n < 0 {
+		return ""
+	}
+	return string(r.next(int(n)))
+}
+
+// decodeOffsetKey reads an OffsetCommitKey (versions 0 and 1); ok is false
+// for other keys (version 2 is group metadata).
+func decodeOffsetKey(b []byte) (group string, tp TopicPartition, ok bool) {
+	r := offsetReader{b: b}
+	if v := r.int16(); v != 0 && v != 1 {
+		return "", tp, false
+	}
+	group = r.string()
+	tp.Topic = r.string()
+	tp.Partition = r.int32()
+	return group, tp, r.err == nil
+}
+
+// decodeOffsetValue reads an OffsetCommitValue, versions 0 to 3 (version 4,
+// flexible, is not read).
+func decodeOffsetValue(b []byte) (offsetValue, bool) {
+	r := offsetReader{b: b}
+	ver := r.int16()
+	if ver < 0 || ver > 3 {
+		return offsetValue{}, false
+	}
+	var v offsetValue
+	v.Offset = r.int64()
+	if ver >= 3 {
+		r.int32() // leaderEpoch
+	}
+	v.Metadata = r.string()
+	v.commitTimestamp = r.int64()
+	if ver == 1 {
+		r.int64() // expireTimestamp
+	}
+	return v, r.err == nil
+}

@@ -1,0 +1,323 @@
+package engine
+
+import (
+	"errors"
+	"reflect"
+	"sync"
+	"testing"
+
+	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/errcode"
+	"github.com/idemlog/idemlog/producer"
+)
+
+func TestOffsetsGroupPartition(t *testing.T) {
+	// Expected values: Java's String.hashCode in int32 arithmetic, then
+	// Kafka's Utils.abs (MIN_VALUE -> 0) mod 8.
+	cases := []struct {
+		group string
+		hash  int32
+		part  int
+	}{
+		{"", 0, 0},
+		{"a", 97, 1},
+		{"Aa", 2112, 0},
+		{"BB", 2112, 0},
+		{"hello", 99162322, 2},
+		{"group-1", 293427299, 3},
+		{"my-consumer-group", 1513705513, 1},
+		{"spark-kafka-source", -877681262, 6},
+		{"polygenelubricants", -2147483648, 0},
+		{"é", 233, 1},
+		{"😀", 1772899, 3}, // a surrogate pair in UTF-16
+	}
+	for _, c := range cases {
+		if h := javaStringHashCode(c.group); h != c.hash {
+			t.Errorf("hashCode(%q) = %d, want %d", c.group, h, c.hash)
+		}
+		if p := GroupPartition(c.group); p != c.part {
+			t.Errorf("GroupPartition(%q) = %d, want %d", c.group, p, c.part)
+		}
+	}
+}
+
+func offsetsPart(t *testing.T, e *Engine, group string) *Partition {
+	t.Helper()
+	p, err := e.Partition(ConsumerOffsetsTopic, GroupPartition(group))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func wantOffsets(t *testing.T, e *Engine, group string, stable bool, want map[TopicPartition]OffsetAndMetadata) {
+	t.Helper()
+	var tps []TopicPartition
+	for tp := range want {
+		tps = append(tps, tp)
+	}
+	got, err := e.FetchOffsets(group, tps, stable)
+	if err != nil {
+		t.Fatalf("fetch %q: %v", group, err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("fetch %q: %v, want %v", group, got, want)
+	}
+	for tp, w := range want {
+		if got[tp] != w {
+			t.Fatalf("fetch %q %v: %+v, want %+v", group, tp, got[tp], w)
+		}
+	}
+}
+
+func TestOffsetsCommitFetch(t *testing.T) {
+	e := openEngine(t, t.TempDir(), Options{})
+	defer e.Close()
+	t0, t1 := TopicPartition{"orders", 0}, TopicPartition{"orders", 1}
+	missing := TopicPartition{"other", 3}
+	if err := e.CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{t0: {10, "m0"}, t1: {20, ""}}); err != nil {
+		t.Fatal(err)
+	}
+	wantOffsets(t, e, "g", true, map[TopicPartition]OffsetAndMetadata{t0: {10, "m0"}, t1: {20, ""}, missing: {-1, ""}})
+	// Overwrite one partition.
+	if err := e.CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{t0: {15, "m1"}}); err != nil {
+		t.Fatal(err)
+	}
+	wantOffsets(t, e, "g", false, map[TopicPartition]OffsetAndMetadata{t0: {15, "m1"}, t1: {20, ""}})
+	// Another group is separate; nil tps lists all of a group's offsets.
+	wantOffsets(t, e, "h", false, map[TopicPartition]OffsetAndMetadata{t0: {-1, ""}})
+	all, err := e.FetchOffsets("g", nil, true)
+	if err != nil || len(all) != 2 || all[t0].Offset != 15 {
+		t.Fatalf("all offsets: %v %v", all, err)
+	}
+	// The records are in the group's partition, in Kafka's layouts.
+	p := offsetsPart(t, e, "g")
+	c, err := p.Log().Read(0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	b := batch.Batch(c.Data)
+	if b.ProducerID() != -1 || b.IsTransactional() || b.RecordsCount() != 2 {
+		t.Fatalf("batch pid %d txn %v records %d", b.ProducerID(), b.IsTransactional(), b.RecordsCount())
+	}
+	var dec batch.Decoder
+	recs, err := dec.Records(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r batch.Record
+	if !recs.Next(&r) {
+		t.Fatal(recs.Err())
+	}
+	wantKey := []byte{0, 1, 0, 1, 'g', 0, 6, 'o', 'r', 'd', 'e', 'r', 's', 0, 0, 0, 0}
+	if string(r.Key) != string(wantKey) {
+		t.Fatalf("key %x, want %x", r.Key, wantKey)
+	}
+	wantVal := []byte{0, 3, 0, 0, 0, 0, 0, 0, 0, 10, 0xff, 0xff, 0xff, 0xff, 0, 2, 'm', '0'}
+	if len(r.Value) != len(wantVal)+8 || string(r.Value[:len(wantVal)]) != string(wantVal) {
+		t.Fatalf("value %x, want %x + timestamp", r.Value, wantVal)
+	}
+	// Bad input.
+	if err := e.CommitOffsets("", map[TopicPartition]OffsetAndMetadata{t0: {1, ""}}); !errors.Is(err, ErrInvalidGroupID) || errcode.Code(err) != 24 {
+		t.Fatalf("empty group: %v", err)
+	}
+	if err := e.TxnCommitOffsets("g", -1, 0, map[TopicPartition]OffsetAndMetadata{t0: {1, ""}}); !errors.Is(err, ErrInvalidOffsetCommit) {
+		t.Fatalf("pid -1: %v", err)
+	}
+	if err := e.CommitOffsets("g", nil); err != nil {
+		t.Fatalf("no offsets: %v", err)
+	}
+}
+
+func TestOffsetsTransactional(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, Options{})
+	const group = "group-1"
+	tp := TopicPartition{"orders", 0}
+	tps := []TopicPartition{tp}
+	if err := e.CommitOffsets(group, map[TopicPartition]OffsetAndMetadata{tp: {5, "plain"}}); err != nil {
+		t.Fatal(err)
+	}
+	pid, epoch, err := e.InitProducerID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitTxn := func(off int64) {
+		t.Helper()
+		if err := e.TxnCommitOffsets(group, pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {off, "txn"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unstable := func() {
+		t.Helper()
+		_, err := e.FetchOffsets(group, tps, true)
+		if !errors.Is(err, ErrUnstableOffsetCommit) || errcode.Code(err) != 88 {
+			t.Fatalf("requireStable with a pending commit: %v", err)
+		}
+	}
+	// Two commits in one transaction: sequences 0 then 1.
+	commitTxn(8)
+	commitTxn(9)
+	wantOffsets(t, e, group, false, map[TopicPartition]OffsetAndMetadata{tp: {5, "plain"}})
+	unstable()
+	// Another partition of the group, and another group, are stable.
+	wantOffsets(t, e, group, true, map[TopicPartition]OffsetAndMetadata{{"orders", 1}: {-1, ""}})
+	wantOffsets(t, e, "a", true, map[TopicPartition]OffsetAndMetadata{tp: {-1, ""}})
+	p := offsetsPart(t, e, group)
+	if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: true}); err != nil {
+		t.Fatal(err)
+	}
+	wantOffsets(t, e, group, true, map[TopicPartition]OffsetAndMetadata{tp: {9, "txn"}})
+
+	// An aborted transaction leaves the committed offset.
+	commitTxn(12)
+	unstable()
+	if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch}); err != nil {
+		t.Fatal(err)
+	}
+	wantOffsets(t, e, group, true, map[TopicPartition]OffsetAndMetadata{tp: {9, "txn"}})
+
+	// A plain commit written after a transactional one wins when the
+	// transaction commits (the later record is current).
+	commitTxn(13)
+	if err := e.CommitOffsets(group, map[TopicPartition]OffsetAndMetadata{tp: {14, "later"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: true}); err != nil {
+		t.Fatal(err)
+	}
+	wantOffsets(t, e, group, true, map[TopicPartition]OffsetAndMetadata{tp: {14, "later"}})
+
+	// A bumped epoch fences the old one.
+	if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch + 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.TxnCommitOffsets(group, pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {99, ""}}); !errors.Is(err, producer.ErrInvalidProducerEpoch) {
+		t.Fatalf("fenced epoch: %v", err)
+	}
+	epoch++
+
+	// Left pending across restarts: a clean close, then a crash.
+	commitTxn(20)
+	pid2, epoch2, _ := e.InitProducerID()
+	tp2 := TopicPartition{"payments", 2}
+	if err := e.TxnCommitOffsets(group, pid2, epoch2, map[TopicPartition]OffsetAndMetadata{tp2: {30, "p2"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.FetchOffsets(group, tps, false); !errors.Is(err, ErrClosed) {
+		t.Fatalf("fetch after close: %v", err)
+	}
+	e = openEngine(t, dir, Options{})
+	wantOffsets(t, e, group, false, map[TopicPartition]OffsetAndMetadata{tp: {14, "later"}, tp2: {-1, ""}})
+	unstable()
+	p = offsetsPart(t, e, group)
+	if _, err := p.WriteMarker(producer.Marker{ProducerID: pid2, Epoch: epoch2, Commit: true}); err != nil {
+		t.Fatal(err)
+	}
+	wantOffsets(t, e, group, false, map[TopicPartition]OffsetAndMetadata{tp2: {30, "p2"}})
+	unstable() // pid still pending on tp
+	e.Kill()
+
+	e = openEngine(t, dir, Options{})
+	defer e.Close()
+	wantOffsets(t, e, group, false, map[TopicPartition]OffsetAndMetadata{tp: {14, "later"}, tp2: {30, "p2"}})
+	unstable()
+	// The producer's sequence continues after the restart.
+	commitTxn(21)
+	p = offsetsPart(t, e, group)
+	if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: true}); err != nil {
+		t.Fatal(err)
+	}
+	wantOffsets(t, e, group, true, map[TopicPartition]OffsetAndMetadata{tp: {21, "txn"}, tp2: {30, "p2"}})
+	// Aborted transactions stay dropped after a replay.
+	e.Kill()
+	e = openEngine(t, dir, Options{})
+	wantOffsets(t, e, group, true, map[TopicPartition]OffsetAndMetadata{tp: {21, "txn"}, tp2: {30, "p2"}})
+}
+
+// A marker written between a transactional commit's write and its
+// registration ends the commit's transaction.
+func TestOffsetsMarkerBeforeRegistration(t *testing.T) {
+	e := openEngine(t, t.TempDir(), Options{})
+	defer e.Close()
+	tp := TopicPartition{"t", 0}
+	commit := true
+	offsetsAppendedHook = func(p *Partition, pid int64, epoch int16) {
+		if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: commit}); err != nil {
+			t.Error(err)
+		}
+	}
+	defer func() { offsetsAppendedHook = nil }()
+	pid, epoch, _ := e.InitProducerID()
+	if err := e.TxnCommitOffsets("g", pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {7, ""}}); err != nil {
+		t.Fatal(err)
+	}
+	wantOffsets(t, e, "g", true, map[TopicPartition]OffsetAndMetadata{tp: {7, ""}})
+	commit = false
+	if err := e.TxnCommitOffsets("g", pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {8, ""}}); err != nil {
+		t.Fatal(err)
+	}
+	wantOffsets(t, e, "g", true, map[TopicPartition]OffsetAndMetadata{tp: {7, ""}})
+}
+
+// Commits racing markers of the same producer: whatever the interleaving,
+// the live state is the one a replay of the log rebuilds.
+func TestOffsetsConcurrentMarkers(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, Options{})
+	const group = "g"
+	if _, err := e.FetchOffsets(group, nil, false); err != nil { // opens the store
+		t.Fatal(err)
+	}
+	p := offsetsPart(t, e, group)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		pid, epoch, _ := e.InitProducerID()
+		tp := TopicPartition{"t", int32(w)}
+		wg.Go(func() {
+			for i := range 50 {
+				var inner sync.WaitGroup
+				inner.Go(func() {
+					if err := e.TxnCommitOffsets(group, pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {int64(i), ""}}); err != nil {
+						t.Error(err)
+					}
+				})
+				inner.Go(func() {
+					if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: i%3 != 0}); err != nil {
+						t.Error(err)
+					}
+				})
+				_, _ = e.FetchOffsets(group, []TopicPartition{tp}, true)
+				inner.Wait()
+			}
+		})
+	}
+	wg.Wait()
+	live := storeOf(e).parts[GroupPartition(group)]
+	e.Kill()
+	e = openEngine(t, dir, Options{})
+	defer e.Close()
+	if _, err := e.FetchOffsets(group, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	replayed := storeOf(e).parts[GroupPartition(group)]
+	if !reflect.DeepEqual(live.committed, replayed.committed) {
+		t.Errorf("committed: live %v, replayed %v", live.committed, replayed.committed)
+	}
+	if !reflect.DeepEqual(live.pending, replayed.pending) {
+		t.Errorf("pending: live %v, replayed %v", live.pending, replayed.pending)
+	}
+	if len(live.committed[group]) == 0 {
+		t.Error("nothing committed")
+	}
+}
+
+func storeOf(e *Engine) *offsetStore {
+	offsetStores.Lock()
+	defer offsetStores.Unlock()
+	return offsetStores.m[e]
+}
