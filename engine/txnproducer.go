@@ -93,3 +93,27 @@ func (tp *TransactionalProducer) end(commit bool) error {
 	clear(tp.added)
 	return nil
 }
+
+// SendOffsets commits a consumer group's input offsets inside the current
+// transaction (consume-process-produce): they become the group's committed
+// offsets if and only if the transaction commits. The group's
+// __consumer_offsets partition joins the transaction, as Kafka's
+// AddOffsetsToTxn does.
+func (tp *TransactionalProducer) SendOffsets(group string, offsets map[TopicPartition]OffsetAndMetadata) error {
+	e := tp.c.e
+	if _, err := e.offsets(); err != nil { // creates the internal topic on first use
+		return err
+	}
+	p, err := e.Partition(ConsumerOffsetsTopic, GroupPartition(group))
+	if err != nil {
+		return err
+	}
+	if !tp.added[p] {
+		ref := TopicPartitionRef{Topic: ConsumerOffsetsTopic, Partition: int32(GroupPartition(group))}
+		if err := tp.c.AddPartitions(tp.id, tp.pid, tp.epoch, []TopicPartitionRef{ref}, true); err != nil {
+			return err
+		}
+		tp.added[p] = true
+	}
+	return e.TxnCommitOffsets(group, tp.pid, tp.epoch, offsets)
+}
