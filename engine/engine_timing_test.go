@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -366,4 +367,44 @@ func BenchmarkReadCommitted(b *testing.B) {
 	b.ReportMetric(float64(tRC.Nanoseconds())/float64(b.N), "ns/read_committed-scan")
 	b.ReportMetric(float64(tRU.Nanoseconds())/float64(b.N), "ns/read_uncommitted-scan")
 	b.ReportMetric(float64(tRU)/float64(tRC), "x-throughput")
+}
+
+// BenchmarkCommitLatency: one batch to each of 4 partitions, then Commit,
+// under SyncAlways; reports the commit's p50 and p99.
+func BenchmarkCommitLatency(b *testing.B) {
+	e, err := Open(b.TempDir(), Options{Partition: partition.Options{Sync: partition.SyncPolicy{Kind: partition.SyncAlways}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	e.CreateTopic("tx", 4)
+	var parts [4]*Partition
+	for i := range parts {
+		parts[i], _ = e.Partition("tx", i)
+	}
+	tp, err := e.NewTransactionalProducer("lat", time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bld := batch.NewBuilder(batch.CodecNone)
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		for _, p := range parts {
+			bld.Reset(batch.CodecNone)
+			bld.Append(time.Now().UnixMilli(), nil, []byte("v"), nil)
+			if _, err := tp.Send(p, bld); err != nil {
+				b.Fatal(err)
+			}
+		}
+		t0 := time.Now()
+		if err := tp.Commit(); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-us")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-us")
 }
