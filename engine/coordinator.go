@@ -102,6 +102,10 @@ func (c *Coordinator) load() error {
 			}
 			var r batch.Record
 			for it.Next(&r) {
+				if r.Value == nil {
+					delete(c.txns, string(r.Key)) // tombstone: expired id
+					continue
+				}
 				m, err := decodeTxnMeta(string(r.Key), r.Value)
 				if err != nil {
 					ch.Release()
@@ -142,6 +146,17 @@ func (c *Coordinator) persist(m *txnMeta) error {
 // instance is aborted first and the call answers ErrConcurrentTransactions:
 // the caller retries, as Kafka's clients do, and gets the next epoch.
 func (c *Coordinator) InitProducerID(id string, timeout time.Duration) (int64, int16, error) {
+	return c.InitProducerIDExpected(id, timeout, -1, -1)
+}
+
+// InitProducerIDExpected is InitProducerID with the producer id and epoch
+// the client last had (KIP-360; -1, -1 for none), which lets a producer
+// bump its own epoch after an error and have a lost response retried
+// without being fenced: the expected pair must be the current one, or the
+// previous epoch (a retry, answered with the current epoch unchanged), or
+// the previous producer id at the exhausted epoch (a retry after rotation).
+// Anything else is PRODUCER_FENCED.
+func (c *Coordinator) InitProducerIDExpected(id string, timeout time.Duration, expectedPID int64, expectedEpoch int16) (int64, int16, error) {
 	if id == "" {
 		return 0, 0, fmt.Errorf("cannot init producer: empty transactional id: %w", ErrInvalidRequest)
 	}
@@ -158,6 +173,15 @@ func (c *Coordinator) InitProducerID(id string, timeout time.Duration) (int64, i
 		}
 		m = &txnMeta{id: id, pid: pid, prevPID: -1, epoch: -1, lastEpoch: -1, state: TxnEmpty, start: -1}
 	}
+	expected := expectedPID >= 0
+	if expected && m.epoch != -1 && expectedPID != m.pid &&
+		!(expectedPID == m.prevPID && expectedEpoch >= epochExhausted) {
+		return 0, 0, fmt.Errorf("cannot init producer %q: expected producer %d, current %d: %w", id, expectedPID, m.pid, ErrProducerFenced)
+	}
+	if expected && expectedPID == m.prevPID && m.prevPID >= 0 && expectedPID != m.pid {
+		// A retry after the rotation to a new producer id: same answer.
+		return m.pid, m.epoch, nil
+	}
 	switch m.state {
 	case TxnPrepareCommit, TxnPrepareAbort:
 		return 0, 0, fmt.Errorf("cannot init producer %q: transaction %v: %w", id, m.state, ErrConcurrentTransactions)
@@ -171,13 +195,24 @@ func (c *Coordinator) InitProducerID(id string, timeout time.Duration) (int64, i
 	}
 	next := *m
 	next.timeout = timeout
-	if m.epoch >= epochExhausted {
+	switch {
+	case expected && m.epoch != -1 && expectedEpoch == m.lastEpoch && expectedEpoch != m.epoch:
+		// The client's earlier bump went through but it lost the answer.
+		return m.pid, m.epoch, nil
+	case expected && m.epoch != -1 && expectedEpoch != m.epoch:
+		return 0, 0, fmt.Errorf("cannot init producer %q: expected epoch %d, current %d: %w", id, expectedEpoch, m.epoch, ErrProducerFenced)
+	case m.epoch >= epochExhausted:
 		pid, err := c.e.pids.allocate()
 		if err != nil {
 			return 0, 0, err
 		}
 		next.prevPID, next.pid, next.epoch, next.lastEpoch = m.pid, pid, 0, -1
-	} else {
+		if expected {
+			next.lastEpoch = m.epoch
+		}
+	case expected:
+		next.lastEpoch, next.epoch = m.epoch, m.epoch+1
+	default:
 		next.lastEpoch, next.epoch = -1, m.epoch+1
 	}
 	next.state, next.partitions, next.start = TxnEmpty, nil, -1
@@ -362,4 +397,41 @@ func (c *Coordinator) State(id string) (pid int64, epoch int16, state TxnState, 
 		return 0, 0, 0, false
 	}
 	return m.pid, m.epoch, m.state, true
+}
+
+// ExpireTransactionalIDs forgets transactional ids idle for longer than
+// TransactionalIDExpiration with no transaction in progress (3.6): a
+// tombstone is written, and a later request with the old producer id gets
+// INVALID_PRODUCER_ID_MAPPING. It returns how many ids expired.
+func (c *Coordinator) ExpireTransactionalIDs() (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	limit := c.e.opts.Now().Add(-c.e.opts.TransactionalIDExpiration).UnixMilli()
+	n := 0
+	for id, m := range c.txns {
+		switch m.state {
+		case TxnEmpty, TxnCompleteCommit, TxnCompleteAbort:
+		default:
+			continue
+		}
+		if m.lastUpdate > limit {
+			continue
+		}
+		b := batch.NewBuilder(batch.CodecNone)
+		b.Append(c.e.opts.Now().UnixMilli(), []byte(id), nil, nil)
+		v, err := b.Build()
+		if err != nil {
+			return n, err
+		}
+		res, err := c.log.Append(bytes.Clone(v))
+		if err == nil {
+			err = c.log.Log().WaitDurable(res.LastOffset + 1)
+		}
+		if err != nil {
+			return n, fmt.Errorf("cannot expire transactional id %q: %w", id, err)
+		}
+		delete(c.txns, id)
+		n++
+	}
+	return n, nil
 }

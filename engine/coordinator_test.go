@@ -303,3 +303,85 @@ func TestCrashBeforeDecisionAborts(t *testing.T) {
 		e.Close()
 	}
 }
+
+// KIP-360: a producer re-initializing with the pair it last had.
+func TestInitProducerIDExpected(t *testing.T) {
+	e := openEngine(t, t.TempDir(), Options{})
+	defer e.Close()
+	c, _ := e.Coordinator()
+	pid, epoch, err := c.InitProducerID("k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Bump with the current pair: epoch+1.
+	p2, e2, err := c.InitProducerIDExpected("k", time.Minute, pid, epoch)
+	if err != nil || p2 != pid || e2 != epoch+1 {
+		t.Fatalf("bump with the current pair: %d/%d %v", p2, e2, err)
+	}
+	// The same request again (the answer was lost): same result, no bump.
+	p3, e3, err := c.InitProducerIDExpected("k", time.Minute, pid, epoch)
+	if err != nil || p3 != pid || e3 != e2 {
+		t.Fatalf("retry of the bump: %d/%d %v, want %d/%d", p3, e3, err, pid, e2)
+	}
+	// A stale pair is fenced.
+	if _, _, err := c.InitProducerIDExpected("k", time.Minute, pid, epoch-1); !errors.Is(err, ErrProducerFenced) {
+		t.Fatalf("stale epoch: %v", err)
+	}
+	if _, _, err := c.InitProducerIDExpected("k", time.Minute, pid+7, e2); !errors.Is(err, ErrProducerFenced) {
+		t.Fatalf("other producer id: %v", err)
+	}
+	// At the exhausted epoch the id rotates to a new producer id, and a
+	// retry from the old pair gets the same answer.
+	c.mu.Lock()
+	c.txns["k"].epoch = epochExhausted
+	c.mu.Unlock()
+	p4, e4, err := c.InitProducerIDExpected("k", time.Minute, pid, epochExhausted)
+	if err != nil || p4 == pid || e4 != 0 {
+		t.Fatalf("rotation: %d/%d %v", p4, e4, err)
+	}
+	p5, e5, err := c.InitProducerIDExpected("k", time.Minute, pid, epochExhausted)
+	if err != nil || p5 != p4 || e5 != e4 {
+		t.Fatalf("retry after rotation: %d/%d %v, want %d/%d", p5, e5, err, p4, e4)
+	}
+}
+
+func TestTransactionalIDExpiry(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	opts := Options{Now: func() time.Time { return now }, TransactionalIDExpiration: time.Hour}
+	e := openEngine(t, dir, opts)
+	e.CreateTopic("out", 1)
+	p, _ := e.Partition("out", 0)
+	idle, err := e.NewTransactionalProducer("idle", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, err := e.NewTransactionalProducer("busy", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := txnSend(t, busy, p, 'b'); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Hour)
+	c, _ := e.Coordinator()
+	if n, err := c.ExpireTransactionalIDs(); n != 1 || err != nil {
+		t.Fatalf("expired %d, %v; want only the idle id (the busy one has a transaction open)", n, err)
+	}
+	if err := txnSend(t, idle, p, 'i'); !errors.Is(err, ErrInvalidProducerIDMapping) {
+		t.Fatalf("write with an expired id: %v", err)
+	}
+	// The tombstone survives a restart.
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openEngine(t, dir, opts)
+	defer e.Close()
+	c, _ = e.Coordinator()
+	if _, _, _, ok := c.State("idle"); ok {
+		t.Fatal("an expired id came back after a restart")
+	}
+	if _, _, st, ok := c.State("busy"); !ok || st != TxnOngoing {
+		t.Fatalf("busy id after restart: %v %v", st, ok)
+	}
+}

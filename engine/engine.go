@@ -26,6 +26,9 @@ type Options struct {
 	MaxProducersPerPartition int
 	// ProducerIDExpiration is producer.id.expiration.ms (default 24h).
 	ProducerIDExpiration time.Duration
+	// TransactionalIDExpiration is transactional.id.expiration.ms
+	// (default 7 days).
+	TransactionalIDExpiration time.Duration
 	// Now is the clock (producer expiry, retention); nil means time.Now.
 	Now func() time.Time
 }
@@ -36,6 +39,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ProducerIDExpiration <= 0 {
 		o.ProducerIDExpiration = 24 * time.Hour
+	}
+	if o.TransactionalIDExpiration <= 0 {
+		o.TransactionalIDExpiration = 7 * 24 * time.Hour
 	}
 	if o.Now == nil {
 		o.Now = time.Now
