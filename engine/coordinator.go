@@ -309,7 +309,7 @@ func (c *Coordinator) EndTxn(id string, pid int64, epoch int16, commit bool) (in
 		return c.txns[id].epoch, nil
 	case m.state == TxnCompleteCommit && commit, m.state == TxnCompleteAbort && !commit:
 		return m.epoch, nil // retry of a finished end
-	case m.state == TxnPrepareCommit || m.state == TxnPrepareAbort:
+	case m.state == TxnPrepareCommit && commit, m.state == TxnPrepareAbort && !commit:
 		return 0, fmt.Errorf("cannot end %q: %v: %w", id, m.state, ErrConcurrentTransactions)
 	}
 	return 0, fmt.Errorf("cannot end %q (commit %v) in state %v: %w", id, commit, m.state, ErrInvalidTxnState)

@@ -385,3 +385,63 @@ func TestTransactionalIDExpiry(t *testing.T) {
 		t.Fatalf("busy id after restart: %v %v", st, ok)
 	}
 }
+
+// TestEndTxnStateTable is 3.5's table for transaction version 1: every
+// state against COMMIT and ABORT.
+func TestEndTxnStateTable(t *testing.T) {
+	e := openEngine(t, t.TempDir(), Options{})
+	defer e.Close()
+	c, _ := e.Coordinator()
+	pid, epoch, err := c.InitProducerID("table", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		state  TxnState
+		commit bool
+		want   error // nil: NONE
+		after  TxnState
+	}
+	rows := []row{
+		{TxnEmpty, true, ErrInvalidTxnState, TxnEmpty},
+		{TxnEmpty, false, ErrInvalidTxnState, TxnEmpty},
+		{TxnOngoing, true, nil, TxnCompleteCommit},
+		{TxnOngoing, false, nil, TxnCompleteAbort},
+		{TxnPrepareCommit, true, ErrConcurrentTransactions, TxnPrepareCommit},
+		{TxnPrepareCommit, false, ErrInvalidTxnState, TxnPrepareCommit},
+		{TxnPrepareAbort, false, ErrConcurrentTransactions, TxnPrepareAbort},
+		{TxnPrepareAbort, true, ErrInvalidTxnState, TxnPrepareAbort},
+		{TxnCompleteCommit, true, nil, TxnCompleteCommit},
+		{TxnCompleteCommit, false, ErrInvalidTxnState, TxnCompleteCommit},
+		{TxnCompleteAbort, false, nil, TxnCompleteAbort},
+		{TxnCompleteAbort, true, ErrInvalidTxnState, TxnCompleteAbort},
+	}
+	for _, r := range rows {
+		c.mu.Lock()
+		m := *c.txns["table"]
+		m.state, m.epoch, m.partitions, m.tv2 = r.state, epoch, nil, false
+		c.txns["table"] = &m
+		c.mu.Unlock()
+		got, err := c.EndTxn("table", pid, epoch, r.commit)
+		if r.want == nil && (err != nil || got != epoch) {
+			t.Errorf("%v + commit=%v: %d %v, want NONE at epoch %d", r.state, r.commit, got, err, epoch)
+		}
+		if r.want != nil && !errors.Is(err, r.want) {
+			t.Errorf("%v + commit=%v: %v, want %v", r.state, r.commit, err, r.want)
+		}
+		if _, _, st, _ := c.State("table"); st != r.after {
+			t.Errorf("%v + commit=%v: state %v after, want %v", r.state, r.commit, st, r.after)
+		}
+	}
+	// Whatever the state, a wrong epoch is PRODUCER_FENCED, a wrong
+	// producer id INVALID_PRODUCER_ID_MAPPING.
+	if _, err := c.EndTxn("table", pid, epoch+1, true); !errors.Is(err, ErrProducerFenced) {
+		t.Errorf("wrong epoch: %v", err)
+	}
+	if _, err := c.EndTxn("table", pid+1, epoch, true); !errors.Is(err, ErrInvalidProducerIDMapping) {
+		t.Errorf("wrong producer id: %v", err)
+	}
+	if _, err := c.EndTxn("nobody", pid, epoch, true); !errors.Is(err, ErrInvalidProducerIDMapping) {
+		t.Errorf("unknown id: %v", err)
+	}
+}
