@@ -77,7 +77,51 @@ func openCoordinator(e *Engine) (*Coordinator, error) {
 			}
 		}
 	}
+	if err := c.sweepOrphans(); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// sweepOrphans ends partition transactions that no coordinator record
+// covers: their Ongoing record was not synced when the machine stopped, or
+// their marker was lost after the completion was recorded. A transaction
+// recorded CompleteCommit at the epoch its data carries is committed;
+// anything else is aborted. Left alone, such a transaction would pin the
+// last stable offset forever.
+func (c *Coordinator) sweepOrphans() error {
+	byPID := map[int64]*txnMeta{}
+	for _, m := range c.txns {
+		byPID[m.pid] = m
+	}
+	for _, p := range c.e.Partitions() {
+		if p == c.log {
+			continue
+		}
+		tp := TopicPartitionRef{Topic: p.topic, Partition: int32(p.index)}
+		for pid := range p.openTransactions() {
+			m := byPID[pid]
+			if m != nil && m.state == TxnOngoing && containsTP(m.partitions, tp) {
+				continue // live: EndTxn or the timeout ends it
+			}
+			epoch, err := p.producerEpoch(pid)
+			if err != nil {
+				return err
+			}
+			txnEpoch := int16(-2)
+			if m != nil {
+				txnEpoch = m.epoch
+				if m.tv2 {
+					txnEpoch = m.lastEpoch
+				}
+			}
+			commit := m != nil && m.state == TxnCompleteCommit && txnEpoch == epoch
+			if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: commit}); err != nil {
+				return fmt.Errorf("cannot end orphan transaction of producer %d in %s-%d: %w", pid, p.topic, p.index, err)
+			}
+		}
+	}
+	return nil
 }
 
 // load replays __transaction_state: the last value of each id wins.
@@ -121,8 +165,13 @@ func (c *Coordinator) load() error {
 	return nil
 }
 
-// persist writes m's new value and waits until it is durable.
-func (c *Coordinator) persist(m *txnMeta) error {
+// persist writes m's new value; with durable it also waits for the sync.
+// Only the transitions that must survive a machine crash are durable: an
+// epoch bump (it fences) and a decision (PrepareCommit/PrepareAbort: markers
+// follow it). A lost Ongoing record leaves partition transactions no
+// coordinator knows, which the orphan sweep at open aborts; a lost Complete
+// record leaves the Prepare record, whose markers recovery rewrites.
+func (c *Coordinator) persist(m *txnMeta, durable bool) error {
 	m.lastUpdate = c.e.opts.Now().UnixMilli()
 	c.value = m.encode(c.value[:0])
 	b := batch.NewBuilder(batch.CodecNone)
@@ -134,6 +183,9 @@ func (c *Coordinator) persist(m *txnMeta) error {
 	res, err := c.log.Append(bytes.Clone(v))
 	if err != nil {
 		return fmt.Errorf("cannot persist transaction %q: %w", m.id, err)
+	}
+	if !durable {
+		return nil
 	}
 	if err := c.log.Log().WaitDurable(res.LastOffset + 1); err != nil {
 		return fmt.Errorf("cannot persist transaction %q: %w", m.id, err)
@@ -216,7 +268,7 @@ func (c *Coordinator) InitProducerIDExpected(id string, timeout time.Duration, e
 		next.lastEpoch, next.epoch = -1, m.epoch+1
 	}
 	next.state, next.partitions, next.start = TxnEmpty, nil, -1
-	if err := c.persist(&next); err != nil {
+	if err := c.persist(&next, true); err != nil {
 		return 0, 0, err
 	}
 	c.txns[id] = &next
@@ -270,7 +322,7 @@ func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []T
 		next.tv2 = tv2
 	}
 	next.state = TxnOngoing
-	if err := c.persist(&next); err != nil {
+	if err := c.persist(&next, false); err != nil {
 		return err
 	}
 	c.txns[id] = &next
@@ -331,7 +383,7 @@ func (c *Coordinator) endLocked(m *txnMeta, commit, fence bool) error {
 	if commit {
 		next.state = TxnPrepareCommit
 	}
-	if err := c.persist(&next); err != nil {
+	if err := c.persist(&next, true); err != nil {
 		return err
 	}
 	c.txns[m.id] = &next
@@ -361,7 +413,7 @@ func (c *Coordinator) complete(m *txnMeta) error {
 		next.state = TxnCompleteCommit
 	}
 	next.partitions, next.start = nil, -1
-	if err := c.persist(&next); err != nil {
+	if err := c.persist(&next, false); err != nil {
 		return err
 	}
 	c.txns[m.id] = &next

@@ -445,3 +445,54 @@ func TestEndTxnStateTable(t *testing.T) {
 		t.Errorf("unknown id: %v", err)
 	}
 }
+
+// TestOrphanSweep: partition transactions that no coordinator record
+// covers (an unsynced Ongoing record lost in a machine crash, or a marker
+// lost after the completion was recorded) are ended when the coordinator
+// opens, so they cannot pin the last stable offset.
+func TestOrphanSweep(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, Options{})
+	e.CreateTopic("out", 2)
+	p0, _ := e.Partition("out", 0)
+	p1, _ := e.Partition("out", 1)
+	c, err := e.Coordinator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Producer 900: transactional data, no coordinator record at all.
+	if _, err := p0.Append(valueBatch(t, 900, 0, true, 'o')); err != nil {
+		t.Fatal(err)
+	}
+	// Producer 901: its completion recorded as CompleteCommit at epoch 0
+	// (version 1), but the marker never reached partition 1.
+	if _, err := p1.Append(valueBatch(t, 901, 0, true, 'c')); err != nil {
+		t.Fatal(err)
+	}
+	m := &txnMeta{id: "lost-marker", pid: 901, prevPID: -1, epoch: 0, lastEpoch: -1, timeout: time.Minute, state: TxnCompleteCommit, start: -1}
+	c.mu.Lock()
+	if err := c.persist(m, true); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Unlock()
+	if p0.LastStableOffset() != 0 || p1.LastStableOffset() != 0 {
+		t.Fatal("setup: the orphans do not pin the LSO")
+	}
+	e.Kill()
+	e = openEngine(t, dir, Options{})
+	defer e.Close()
+	if _, err := e.Coordinator(); err != nil {
+		t.Fatal(err)
+	}
+	p0, _ = e.Partition("out", 0)
+	p1, _ = e.Partition("out", 1)
+	if p0.LastStableOffset() != p0.Log().HighWatermark() || p1.LastStableOffset() != p1.Log().HighWatermark() {
+		t.Fatalf("orphans still pin the LSO: %d/%d, %d/%d", p0.LastStableOffset(), p0.Log().HighWatermark(), p1.LastStableOffset(), p1.Log().HighWatermark())
+	}
+	if got := string(readCommittedValues(t, p0)); got != "" {
+		t.Fatalf("an unrecorded transaction was committed: %q", got)
+	}
+	if got := string(readCommittedValues(t, p1)); got != "c" {
+		t.Fatalf("a transaction recorded committed was not: %q", got)
+	}
+}

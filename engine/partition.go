@@ -392,3 +392,35 @@ func (p *Partition) ReadCommitted(offset int64, maxBytes int, aborted []txnindex
 	}
 	return c, p.log.AbortedTxns(offset, c.NextOffset, aborted), nil
 }
+
+// openTransactions returns the producers with a transaction open in the
+// partition and where each began.
+func (p *Partition) openTransactions() map[int64]int64 {
+	out := map[int64]int64{}
+	p.log.Locked(func() {
+		for pid, first := range p.txns.open {
+			out[pid] = first
+		}
+	})
+	return out
+}
+
+// producerEpoch returns the producer's epoch in the partition (-1 if
+// unknown).
+func (p *Partition) producerEpoch(pid int64) (int16, error) {
+	ent, created, err := p.producers.Acquire(pid)
+	if err != nil {
+		return -1, err
+	}
+	st := ent.State()
+	epoch := int16(-1)
+	if st.EpochPlus1 != 0 {
+		epoch = st.Epoch()
+	}
+	if created {
+		p.producers.Remove(ent)
+	} else {
+		p.producers.Release(ent)
+	}
+	return epoch, nil
+}

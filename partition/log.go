@@ -520,3 +520,11 @@ func (l *Log) AbortedTxns(fetchOffset, upper int64, dst []txnindex.Entry) []txni
 	}
 	return dst
 }
+
+// Locked runs fn under the writer lock: for callers that read state they
+// change only from AppendBatch callbacks (the engine's open transactions).
+func (l *Log) Locked(fn func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fn()
+}
