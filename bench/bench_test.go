@@ -183,6 +183,20 @@ func TestReaders(t *testing.T) {
 	}
 }
 
+// TestTransactionalMode: records written in transactions of --txn-batches
+// batches are all seen, once, by read_committed readers: the run commits
+// its last, partial transaction too.
+func TestTransactionalMode(t *testing.T) {
+	for _, iso := range []string{"read_committed", "read_uncommitted"} {
+		c := small(t)
+		c.Mode, c.TxnBatches, c.Readers, c.Isolation = "transactional", 3, 2, iso
+		res := mustRun(t, c)
+		if res.Records == 0 || res.ReadRecords != res.Records {
+			t.Errorf("%s: read %d records, wrote %d", iso, res.ReadRecords, res.Records)
+		}
+	}
+}
+
 // TestCodecsAndPayloads reads every record back: the counts and value
 // sizes are what was asked, text compresses and random does not.
 func TestCodecsAndPayloads(t *testing.T) {
@@ -352,7 +366,6 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Payload = "zeros" }, true, "--payload"},
 		{func(c *Config) { c.Plot = "x.png" }, true, "--plot"},
 		{func(c *Config) { c.Topic = "a/b" }, true, "--topic"},
-		{func(c *Config) { c.Mode = "transactional" }, false, "transactional mode needs the transactions issue; not available yet"},
 	} {
 		cfg := Defaults()
 		cfg.Dir = t.TempDir()

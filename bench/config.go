@@ -99,6 +99,7 @@ type parsed struct {
 	codec    batch.Codec
 	sync     syncPolicy
 	plain    bool
+	txn      bool
 	duration time.Duration // 0 in records mode
 }
 
@@ -173,7 +174,7 @@ func (c Config) parse() (parsed, error) {
 		p.plain = true
 	case "idempotent":
 	case "transactional":
-		return p, fmt.Errorf("transactional mode needs the transactions issue; %w", ErrUnavailable)
+		p.txn = true
 	default:
 		return p, usagef("--mode %q: want plain, idempotent or transactional", c.Mode)
 	}

@@ -59,19 +59,35 @@ func (s *partStat) observe(rp int64) {
 // producer is one producer goroutine's state. Only the goroutine touches
 // bld, cur and hist; the sampler reads the atomics.
 type producer struct {
-	part  *engine.Partition
-	stat  *partStat
-	bld   *batch.Builder
-	cur   *payloadCursor
-	prod  *engine.Producer // nil in plain mode
-	hist  *hdrhistogram.Histogram
-	quota int64 // records to write; -1: until stopped
+	part *engine.Partition
+	stat *partStat
+	bld  *batch.Builder
+	cur  *payloadCursor
+	prod *engine.Producer              // idempotent mode
+	txn  *engine.TransactionalProducer // transactional mode
+	// txnBatches is how many batches a transaction holds; inTxn counts the
+	// current one's.
+	txnBatches, inTxn int
+	hist              *hdrhistogram.Histogram
+	quota             int64 // records to write; -1: until stopped
 
 	records, batches, payload atomic.Int64
 	ival                      intervalHist
 }
 
 func (pr *producer) run(stop *atomic.Bool, codec batch.Codec, perBatch int) error {
+	if err := pr.write(stop, codec, perBatch); err != nil {
+		return err
+	}
+	if pr.txn != nil && pr.inTxn > 0 {
+		// Whatever the last transaction holds is committed, so that
+		// read_committed readers and the figures see every record.
+		return pr.txn.Commit()
+	}
+	return nil
+}
+
+func (pr *producer) write(stop *atomic.Bool, codec batch.Codec, perBatch int) error {
 	size := int64(pr.cur.size)
 	left := pr.quota
 	for !stop.Load() {
@@ -89,9 +105,17 @@ func (pr *producer) run(stop *atomic.Bool, codec batch.Codec, perBatch int) erro
 		}
 		t0 := time.Now()
 		var err error
-		if pr.prod != nil {
+		switch {
+		case pr.txn != nil:
+			if _, err = pr.txn.Send(pr.part, pr.bld); err == nil {
+				if pr.inTxn++; pr.inTxn == pr.txnBatches {
+					pr.inTxn = 0
+					err = pr.txn.Commit()
+				}
+			}
+		case pr.prod != nil:
 			_, err = pr.prod.Send(pr.part, pr.bld)
-		} else {
+		default:
 			var b batch.Batch
 			if b, err = pr.bld.Build(); err == nil {
 				_, err = pr.part.Append(b)
@@ -318,7 +342,13 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 				pr.quota++
 			}
 		}
-		if !p.plain {
+		switch {
+		case p.txn:
+			pr.txnBatches = c.TxnBatches
+			if pr.txn, err = e.NewTransactionalProducer(fmt.Sprintf("bench-%d", i), time.Minute); err != nil {
+				return nil, err
+			}
+		case !p.plain:
 			if pr.prod, err = e.NewProducer(); err != nil {
 				return nil, err
 			}
@@ -448,6 +478,9 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 	res.LatencyUs = Latency{P50: us(50), P90: us(90), P99: us(99), P999: us(99.9),
 		Max: float64(merged.Max()) / 1e3, Mean: merged.Mean() / 1e3}
 	res.LatencyScope = "Producer.Send (build + append + ack wait)"
+	if p.txn {
+		res.LatencyScope = "TransactionalProducer.Send (build + append + ack wait; every --txn-batches-th batch also its Commit)"
+	}
 	if p.plain {
 		res.LatencyScope = "Builder.Build + Partition.Append (build + append + ack wait)"
 	}

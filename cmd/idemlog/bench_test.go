@@ -25,7 +25,6 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"bench", "--codec", "brotli"}, 2, "", "--codec"},
 		{[]string{"bench", "--fsync", "sometimes"}, 2, "", "cannot parse fsync policy"},
 		{[]string{"bench", "--mode", "fast"}, 2, "", "--mode"},
-		{[]string{"bench", "--mode", "transactional"}, 2, "", "transactional mode needs the transactions issue; not available yet"},
 		{[]string{"bench", "--duration", "1s", "--records", "5"}, 2, "", "exclude each other"},
 		{[]string{"bench", "--records", "5x"}, 2, "", "invalid value"},
 		{[]string{"bench", "--plot", "x.png"}, 2, "", "--plot"},
