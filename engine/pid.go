@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/idemlog/idemlog/internal/fsutil"
 )
 
 // pidBlockSize is how many producer ids one durable write reserves, as
@@ -53,7 +55,12 @@ func (a *pidAllocator) allocate() (int64, error) {
 		var buf [12]byte
 		binary.BigEndian.PutUint64(buf[:], uint64(end))
 		binary.BigEndian.PutUint32(buf[8:], crc32.ChecksumIEEE(buf[:8]))
-		if err := writeFileAtomic(filepath.Join(a.dir, pidFile), buf[:]); err != nil {
+		path := filepath.Join(a.dir, pidFile)
+		err := fsutil.WriteFileAtomic(path, buf[:])
+		if err == nil {
+			err = fsutil.SyncDir(a.dir)
+		}
+		if err != nil {
 			return 0, fmt.Errorf("cannot reserve producer ids: %w", err)
 		}
 		a.end = end
@@ -61,35 +68,4 @@ func (a *pidAllocator) allocate() (int64, error) {
 	pid := a.next
 	a.next++
 	return pid, nil
-}
-
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err == nil {
-		err = syncDir(filepath.Dir(path))
-	}
-	return err
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemlog/idemlog/internal/fsutil"
+
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/errcode"
 	"github.com/idemlog/idemlog/segment"
@@ -116,7 +118,7 @@ func TestAppendReadReopen(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if !fileExists(filepath.Join(dir, cleanShutdownFile)) {
+	if !fsutil.Exists(filepath.Join(dir, cleanShutdownFile)) {
 		t.Fatal("no clean-shutdown marker after Close")
 	}
 	l, err = Open(dir, smallSegments(4096))
@@ -124,7 +126,7 @@ func TestAppendReadReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if fileExists(filepath.Join(dir, cleanShutdownFile)) {
+	if fsutil.Exists(filepath.Join(dir, cleanShutdownFile)) {
 		t.Fatal("marker still present after Open")
 	}
 	if l.LogEndOffset() != off || l.HighWatermark() != off {

@@ -3,6 +3,8 @@ package partition
 import (
 	"sync/atomic"
 
+	"github.com/idemlog/idemlog/internal/fsutil"
+
 	"github.com/idemlog/idemlog/segment"
 )
 
@@ -124,7 +126,7 @@ func (l *Log) sealRolled(seg *segRef, end int64, snapshot []byte) {
 		err = writeSnapshot(l.dir, end, snapshot)
 	}
 	if err == nil {
-		err = syncDir(l.dir)
+		err = fsutil.SyncDir(l.dir)
 	}
 	// Only unsealedMu, never mu: the writer may be blocked on a full task
 	// queue while holding mu, waiting for this goroutine.

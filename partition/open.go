@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/idemlog/idemlog/internal/fsutil"
 	"github.com/idemlog/idemlog/segment"
 )
 
@@ -37,7 +38,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	}
 	l := &Log{dir: dir, opts: opts, stop: make(chan struct{}), recoveredFrom: -1}
 	l.sync.cond.L = &l.sync.mu
-	clean := fileExists(filepath.Join(dir, cleanShutdownFile))
+	clean := fsutil.Exists(filepath.Join(dir, cleanShutdownFile))
 	recoveryPoint, err := readCheckpoint(filepath.Join(dir, recoveryPointFile))
 	if err != nil {
 		return nil, err
@@ -108,7 +109,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		if err := os.Remove(filepath.Join(dir, cleanShutdownFile)); err != nil {
 			return fail(fmt.Errorf("cannot remove clean-shutdown marker: %w", err))
 		}
-		if err := syncDir(dir); err != nil {
+		if err := fsutil.SyncDir(dir); err != nil {
 			return fail(err)
 		}
 	}
@@ -172,9 +173,9 @@ func (l *Log) Close() error {
 			l.sync.advance(l.leo)
 			storeMax(&l.recoveryPoint, l.leo)
 			if err = l.writeCheckpoints(); err == nil {
-				err = writeFileSync(filepath.Join(l.dir, cleanShutdownFile), nil)
+				err = fsutil.WriteFileAtomic(filepath.Join(l.dir, cleanShutdownFile), nil)
 				if err == nil {
-					err = syncDir(l.dir)
+					err = fsutil.SyncDir(l.dir)
 				}
 			}
 		}
@@ -285,57 +286,14 @@ func writeCheckpoint(path, dir string, offset int64) error {
 	if i := strings.LastIndexByte(name, '-'); i > 0 {
 		topic, part = name[:i], name[i+1:]
 	}
-	return writeFileSync(path, fmt.Appendf(nil, "0\n1\n%s %s %d\n", topic, part, offset))
-}
-
-// writeFileSync replaces path atomically: write a temporary file, sync it,
-// rename over path. The directory sync that makes the rename durable is the
-// caller's (Close does it once for all files).
-func writeFileSync(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("cannot write %s: %w", path, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("cannot write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("cannot sync %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("cannot close %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("cannot rename %s: %w", path, err)
-	}
-	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("cannot open dir %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("cannot sync dir %s: %w", dir, err)
-	}
-	return nil
-}
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
+	return fsutil.WriteFileAtomic(path, fmt.Appendf(nil, "0\n1\n%s %s %d\n", topic, part, offset))
 }
 
 // writeSnapshot writes a producer-state snapshot image as
 // <offset>.snapshot, atomically, and keeps the newest three: enough for a
 // recovery that cuts the log below the newest one.
 func writeSnapshot(dir string, offset int64, image []byte) error {
-	if err := writeFileSync(filepath.Join(dir, fmt.Sprintf("%020d.snapshot", offset)), image); err != nil {
+	if err := fsutil.WriteFileAtomic(filepath.Join(dir, segment.FileName(offset, ".snapshot")), image); err != nil {
 		return err
 	}
 	entries, err := os.ReadDir(dir)
@@ -350,7 +308,7 @@ func writeSnapshot(dir string, offset int64, image []byte) error {
 	}
 	sort.Slice(snaps, func(i, j int) bool { return snaps[i] < snaps[j] })
 	for _, off := range snaps[:max(0, len(snaps)-3)] {
-		if err := os.Remove(filepath.Join(dir, fmt.Sprintf("%020d.snapshot", off))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(filepath.Join(dir, segment.FileName(off, ".snapshot"))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("cannot prune snapshot: %w", err)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemlog/idemlog/internal/fsutil"
 )
 
 // groupSync lets concurrent appenders share fdatasync calls. The first
@@ -113,7 +115,7 @@ func (l *Log) syncOnce() (int64, error) {
 		}
 	}
 	if dirDirty {
-		if err := syncDir(l.dir); err != nil {
+		if err := fsutil.SyncDir(l.dir); err != nil {
 			l.fail(err)
 			return 0, fmt.Errorf("cannot sync partition %s: %w: %w", l.dir, ErrFailed, err)
 		}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/idemlog/idemlog/internal/fsutil"
+
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/errcode"
 	"github.com/idemlog/idemlog/pidtable"
@@ -241,7 +243,7 @@ func TestLoadNewest(t *testing.T) {
 		var s pidtable.State
 		s.SetEpoch(int16(pid))
 		w.Add(EntryOf(pid, &s))
-		if err := WriteSnapshotFile(dir, off, w.Bytes()); err != nil {
+		if err := fsutil.WriteFileAtomic(filepath.Join(dir, SnapshotName(off)), w.Bytes()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/idemlog/idemlog/internal/fsutil"
+
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/errcode"
 	"github.com/idemlog/idemlog/mmap"
@@ -167,7 +169,7 @@ func VerifyFile(path string, maxBatchSize int) (Report, error) {
 	}
 	// Aborted-transaction index: its own rules (txnindex.Open), and every
 	// entry's marker must be a control batch of its producer in this file.
-	if tpath := filepath.Join(dir, stem+".txnindex"); fileExistsVerify(tpath) {
+	if tpath := filepath.Join(dir, stem+".txnindex"); fsutil.Exists(tpath) {
 		x, err := txnindex.Open(tpath, r.Base)
 		if err != nil {
 			return r, fmt.Errorf("%s.txnindex: %w: %w", stem, err, ErrVerify)
@@ -190,11 +192,6 @@ func VerifyFile(path string, maxBatchSize int) (Report, error) {
 		r.AbortedTxns = len(entries)
 	}
 	return r, nil
-}
-
-func fileExistsVerify(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
 }
 
 // ParseName returns the base offset of a segment file name such as

@@ -1,0 +1,60 @@
+// Package fsutil holds the few file operations that idemlog's metadata
+// files (checkpoints, snapshots, the producer-id watermark, the
+// clean-shutdown marker) share, so that each is written one way.
+package fsutil
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+)
+
+// WriteFileAtomic replaces path with data: it writes a temporary file
+// beside it, syncs it and renames it over path, so a crash leaves either
+// the old content or the new, never a torn file. The rename itself is
+// durable only after SyncDir of the directory; callers that write several
+// files sync the directory once.
+func WriteFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	return nil
+}
+
+// SyncDir makes the directory's entries (creations, renames, removals)
+// durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("cannot open dir %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("cannot sync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Exists reports whether path exists (any error but "not exist" counts as
+// existing, so a caller never takes an unreadable file for a missing one).
+func Exists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, fs.ErrNotExist)
+}
