@@ -9,17 +9,16 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/internal/childproc"
 	"github.com/idemlog/idemlog/partition"
 	"github.com/idemlog/idemlog/producer"
 	"github.com/idemlog/idemlog/segment"
@@ -258,32 +257,13 @@ func (st *crashProducersState) runChild(t *testing.T, dir string, round int, see
 		roundStart[p] = len(st.acked[p])
 		next[p-1] = strconv.Itoa(roundStart[p])
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashRetryingProducersChild$", "-test.v=false")
-	cmd.Env = append(os.Environ(), crashProdDirEnv+"="+dir,
+	child := childproc.Start(t, "TestCrashRetryingProducersChild", crashProdDirEnv+"="+dir,
 		crashProdNextEnv+"="+strings.Join(next[:], ","),
 		crashProdSeedEnv+"="+strconv.FormatUint(seed, 10))
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 1024)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
+	lines := child.Lines
 	fatal := func(format string, args ...any) {
 		t.Helper()
-		cmd.Process.Signal(syscall.SIGKILL)
-		for range lines {
-		}
-		cmd.Wait()
+		child.Abort()
 		t.Fatalf("round %d: "+format, append([]any{round}, args...)...)
 	}
 	var kill <-chan time.Time
@@ -300,7 +280,7 @@ func (st *crashProducersState) runChild(t *testing.T, dir string, round int, see
 				continue
 			}
 		case <-kill:
-			cmd.Process.Signal(syscall.SIGKILL)
+			child.Kill()
 			kill = nil
 			continue
 		case <-guard:
@@ -374,8 +354,7 @@ func (st *crashProducersState) runChild(t *testing.T, dir string, round int, see
 			}
 		}
 	}
-	err = cmd.Wait()
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+	if killed, err := child.Wait(); !killed {
 		t.Fatalf("round %d: child did not die by SIGKILL: %v", round, err)
 	}
 }

@@ -9,15 +9,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/internal/childproc"
 	"github.com/idemlog/idemlog/producer"
 )
 
@@ -299,32 +298,13 @@ func TestEOSPipelineCrashes(t *testing.T) {
 // is ready (unless it finishes first), else it must finish.
 func (st *eosCrashState) runChild(t *testing.T, dir string, round int, seed uint64, delay time.Duration) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestEOSPipelineCrashesChild$", "-test.v=false")
-	cmd.Env = append(os.Environ(), eosCrashDirEnv+"="+dir,
+	child := childproc.Start(t, "TestEOSPipelineCrashesChild", eosCrashDirEnv+"="+dir,
 		eosCrashSeedEnv+"="+strconv.FormatUint(seed, 10),
 		"GORACE=halt_on_error=1")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 1024)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
+	lines := child.Lines
 	fatal := func(format string, args ...any) {
 		t.Helper()
-		cmd.Process.Signal(syscall.SIGKILL)
-		for range lines {
-		}
-		cmd.Wait()
+		child.Abort()
 		t.Fatalf("round %d: "+format, append([]any{round}, args...)...)
 	}
 	var kill <-chan time.Time
@@ -341,7 +321,7 @@ func (st *eosCrashState) runChild(t *testing.T, dir string, round int, seed uint
 				continue
 			}
 		case <-kill:
-			cmd.Process.Signal(syscall.SIGKILL)
+			child.Kill()
 			killed, kill = true, nil
 			continue
 		case <-guard:
@@ -398,9 +378,8 @@ func (st *eosCrashState) runChild(t *testing.T, dir string, round int, seed uint
 			}
 		}
 	}
-	err = cmd.Wait()
-	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	sigkilled := killed && ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+	diedKilled, err := child.Wait()
+	sigkilled := killed && diedKilled
 	switch {
 	case sigkilled && !done:
 		st.kills++

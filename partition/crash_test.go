@@ -6,15 +6,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/internal/childproc"
 	"github.com/idemlog/idemlog/segment"
 )
 
@@ -117,24 +116,8 @@ func TestCrashKill(t *testing.T) {
 }
 
 func runCrashChild(t *testing.T, dir string, round int, after time.Duration) []ack {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v=false")
-	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, fmt.Sprintf("IDEMLOG_CRASH_ROUND=%d", round))
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 1024)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
+	child := childproc.Start(t, "TestCrashChild", crashDirEnv+"="+dir, fmt.Sprintf("IDEMLOG_CRASH_ROUND=%d", round))
+	lines := child.Lines
 	var acks []ack
 	var timer <-chan time.Time
 	for line := range lines {
@@ -152,13 +135,12 @@ func runCrashChild(t *testing.T, dir string, round int, after time.Duration) []a
 		}
 		select {
 		case <-timer:
-			cmd.Process.Signal(syscall.SIGKILL)
+			child.Kill()
 			timer = nil
 		default:
 		}
 	}
-	err = cmd.Wait()
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+	if killed, err := child.Wait(); !killed {
 		t.Fatalf("round %d: child did not die by SIGKILL: %v", round, err)
 	}
 	return acks
