@@ -160,7 +160,7 @@ func (e *Engine) Partition(topic string, index int) (*Partition, error) {
 	// The key is built on the stack for short names; the map lookup with a
 	// string conversion of a byte slice does not allocate.
 	var buf [64]byte
-	key := append(append(append(buf[:0], topic...), '-'), strconv.Itoa(index)...)
+	key := strconv.AppendInt(append(append(buf[:0], topic...), '-'), int64(index), 10)
 	if p := (*e.parts.Load())[string(key)]; p != nil {
 		return p, nil
 	}

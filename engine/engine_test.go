@@ -286,3 +286,16 @@ func TestProducerSend(t *testing.T) {
 }
 
 func mustPID(pr *Producer) int64 { pid, _ := pr.ID(); return pid }
+
+func TestPartitionLookupAllocatesNothing(t *testing.T) {
+	e := openEngine(t, t.TempDir(), Options{})
+	defer e.Close()
+	e.CreateTopic("t", 200)
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := e.Partition("t", 150); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("Partition lookup: %v allocs, want 0", n)
+	}
+}
