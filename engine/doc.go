@@ -56,4 +56,10 @@
 //     returns later is unknown and any sequence is accepted again.
 //   - MaxProducersPerPartition bounds memory: past it, appends from new
 //     producers fail (pidtable.ErrTooManyProducers) until old ones expire.
+//   - The internal topics (__consumer_offsets, __transaction_state) have no
+//     retention: Kafka compacts them, idemlog does not compact, so they
+//     keep every segment. They cannot be deleted.
+//   - DeleteTopic is durable per partition: a crash in the middle of one
+//     leaves the topic with its first partitions, which a second
+//     DeleteTopic deletes.
 package engine

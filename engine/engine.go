@@ -60,7 +60,9 @@ type Engine struct {
 
 	// parts maps "topic-index" to its partition. The map is replaced, never
 	// edited (under mu), so lookups on the append path take no lock.
-	parts  atomic.Pointer[map[string]*Partition]
+	parts atomic.Pointer[map[string]*Partition]
+	// ids are the topics' ids, replaced like parts (see topics.go).
+	ids    atomic.Pointer[topicIDs]
 	mu     sync.Mutex
 	closed bool
 
@@ -85,33 +87,50 @@ func Open(dir string, opts Options) (*Engine, error) {
 	}
 	e := &Engine{dir: dir, opts: opts, pids: pids}
 	parts := map[string]*Partition{}
+	fail := func(err error) (*Engine, error) {
+		for _, p := range parts {
+			p.close()
+		}
+		return nil, err
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list data dir: %w", err)
 	}
+	has := map[*Partition]bool{}
 	for _, ent := range entries {
-		topic, index, ok := parsePartitionDir(ent)
+		if isDeleteDir(ent) {
+			// A deletion the last process made durable but did not finish
+			// (see DeleteTopic); should this fail, the next Open retries.
+			_ = os.RemoveAll(filepath.Join(dir, ent.Name()))
+			continue
+		}
+		if !ent.IsDir() {
+			continue
+		}
+		topic, index, ok := parsePartitionName(ent.Name())
 		if !ok {
 			continue
 		}
-		p, err := openPartition(filepath.Join(dir, ent.Name()), topic, index, &e.opts)
+		p, hasID, err := openPartition(filepath.Join(dir, ent.Name()), topic, index, &e.opts)
 		if err != nil {
-			for _, p := range parts {
-				p.close()
-			}
-			return nil, err
+			return fail(err)
 		}
 		parts[ent.Name()] = p
+		has[p] = hasID
+	}
+	ids, err := assignTopicIDs(parts, has)
+	if err != nil {
+		return fail(err)
 	}
 	e.parts.Store(&parts)
+	e.ids.Store(ids)
 	return e, nil
 }
 
-func parsePartitionDir(ent os.DirEntry) (string, int, bool) {
-	if !ent.IsDir() {
-		return "", 0, false
-	}
-	name := ent.Name()
+// parsePartitionName splits a partition directory's name into topic and
+// index.
+func parsePartitionName(name string) (string, int, bool) {
 	i := strings.LastIndexByte(name, '-')
 	if i <= 0 {
 		return "", 0, false
@@ -126,7 +145,8 @@ func parsePartitionDir(ent os.DirEntry) (string, int, bool) {
 func partitionKey(topic string, index int) string { return topic + "-" + strconv.Itoa(index) }
 
 // CreateTopic creates partitions 0..partitions-1 of topic; existing ones
-// are kept.
+// are kept. A new topic gets a new random topic id; added partitions get
+// the topic's id (see TopicID).
 func (e *Engine) CreateTopic(topic string, partitions int) error {
 	if err := ValidateTopic(topic); err != nil {
 		return err
@@ -139,20 +159,54 @@ func (e *Engine) CreateTopic(topic string, partitions int) error {
 	if e.closed {
 		return ErrClosed
 	}
+	ids := e.ids.Load()
+	id, known := ids.byName[topic]
+	if !known {
+		var err error
+		if id, err = newTopicID(ids.byID); err != nil {
+			return err
+		}
+	}
 	parts := maps.Clone(*e.parts.Load())
+	var err error
+	added := false
 	for i := range partitions {
 		key := partitionKey(topic, i)
 		if parts[key] != nil {
 			continue
 		}
-		p, err := openPartition(filepath.Join(e.dir, key), topic, i, &e.opts)
-		if err != nil {
-			return err
+		dir := filepath.Join(e.dir, key)
+		var p *Partition
+		var hasID bool
+		if p, hasID, err = openPartition(dir, topic, i, &e.opts); err != nil {
+			break
 		}
+		if hasID && p.topicID != id {
+			// Only a directory made behind the engine's back can hold
+			// another id: refuse rather than mix two topics.
+			err = fmt.Errorf("cannot create %s: it holds topic id %s, the topic's is %s", key, TopicIDString(p.topicID), TopicIDString(id))
+			p.close()
+			break
+		}
+		if !hasID {
+			if err = writePartitionMetadata(dir, id); err != nil {
+				p.close()
+				break
+			}
+		}
+		p.topicID = id
 		parts[key] = p
+		added = true
 	}
-	e.parts.Store(&parts)
-	return nil
+	// Partitions created before a failure are kept (Close closes them);
+	// CreateTopic again adds the rest.
+	if added {
+		e.parts.Store(&parts)
+		if !known {
+			e.ids.Store(ids.with(topic, id))
+		}
+	}
+	return err
 }
 
 // Partition returns a partition, or ErrUnknownTopicOrPartition.

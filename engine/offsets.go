@@ -30,7 +30,9 @@ import (
 // commits are transactional batches of the producer, with sequences that
 // continue the producer's state in the partition; their offsets stay
 // pending until a COMMIT (they become current) or ABORT (dropped) marker of
-// that producer is written to the partition. The state is rebuilt from the
+// that producer is written to the partition. A record with a null value
+// (a tombstone, written by DeleteGroupOffsets as a plain batch) deletes the
+// group's committed offset of its partition. The state is rebuilt from the
 // log the first time an engine uses the store.
 
 const (
@@ -113,6 +115,10 @@ type offsetValue struct {
 	OffsetAndMetadata
 	commitTimestamp int64
 	logOffset       int64
+	// installedAt is where the offset became current in the log: its
+	// record for a plain commit, the COMMIT marker for a transactional
+	// one. A tombstone deletes only offsets installed before it.
+	installedAt int64
 }
 
 type markerSeen struct {
@@ -124,8 +130,13 @@ type markerSeen struct {
 type offsetsPartition struct {
 	p *Partition
 	// appendMu serializes transactional appends, from choosing the
-	// sequence to the write (only the store writes data here).
+	// sequence to the write (only the store writes data here), and
+	// deletions.
 	appendMu sync.Mutex
+	// commitMu is held shared by a plain commit from its write to its
+	// registration, and exclusively by a deletion: so no commit written
+	// before a deletion's tombstones is registered after them.
+	commitMu sync.RWMutex
 
 	// mu guards everything below. It is taken by the marker hook under the
 	// log's writer mutex, so it is never held while appending.
@@ -267,7 +278,9 @@ func (op *offsetsPartition) replayBatch(dec *batch.Decoder, b batch.Batch) error
 				continue
 			}
 			if g := op.committed[group]; g != nil {
-				delete(g, tp)
+				if delete(g, tp); len(g) == 0 {
+					delete(op.committed, group)
+				}
 			}
 			continue
 		}
@@ -275,7 +288,7 @@ func (op *offsetsPartition) replayBatch(dec *batch.Decoder, b batch.Batch) error
 		if !ok {
 			continue
 		}
-		v.logOffset = r.Offset
+		v.logOffset, v.installedAt = r.Offset, r.Offset
 		if txn {
 			op.addPending(b.ProducerID(), group, tp, v)
 		} else {
@@ -301,8 +314,8 @@ func (op *offsetsPartition) onMarker(pid int64, commit bool, offset int64) {
 	op.applyMarker(pid, commit, offset)
 }
 
-// applyMarker ends pid's transaction (under mu).
-func (op *offsetsPartition) applyMarker(pid int64, commit bool, _ int64) {
+// applyMarker ends pid's transaction with the marker at offset (under mu).
+func (op *offsetsPartition) applyMarker(pid int64, commit bool, offset int64) {
 	groups := op.pending[pid]
 	delete(op.pending, pid)
 	if !commit {
@@ -310,6 +323,7 @@ func (op *offsetsPartition) applyMarker(pid int64, commit bool, _ int64) {
 	}
 	for group, tps := range groups {
 		for tp, v := range tps {
+			v.installedAt = offset
 			op.commit(group, tp, v)
 		}
 	}
@@ -358,6 +372,8 @@ func (e *Engine) CommitOffsets(group string, offsets map[TopicPartition]OffsetAn
 	if err != nil {
 		return err
 	}
+	op.commitMu.RLock()
+	defer op.commitMu.RUnlock()
 	res, err := op.p.Append(b)
 	if err != nil {
 		return fmt.Errorf("cannot commit offsets of group %q: %w", group, err)
@@ -421,6 +437,7 @@ func (e *Engine) TxnCommitOffsets(group string, pid int64, epoch int16, offsets 
 			case end == nil:
 				op.addPending(pid, group, tp, v)
 			case end.commit:
+				v.installedAt = end.offset
 				op.commit(group, tp, v)
 			}
 		}
@@ -466,20 +483,25 @@ func (op *offsetsPartition) nextSequence(pid int64, epoch int16) (int32, error) 
 func placedOffsets(offsets map[TopicPartition]OffsetAndMetadata, base, ts int64) map[TopicPartition]offsetValue {
 	out := make(map[TopicPartition]offsetValue, len(offsets))
 	for i, tp := range sortedTPs(offsets) {
-		out[tp] = offsetValue{OffsetAndMetadata: offsets[tp], commitTimestamp: ts, logOffset: base + int64(i)}
+		off := base + int64(i)
+		out[tp] = offsetValue{OffsetAndMetadata: offsets[tp], commitTimestamp: ts, logOffset: off, installedAt: off}
 	}
 	return out
 }
 
 func sortedTPs(offsets map[TopicPartition]OffsetAndMetadata) []TopicPartition {
 	tps := slices.Collect(maps.Keys(offsets))
+	sortTPs(tps)
+	return tps
+}
+
+func sortTPs(tps []TopicPartition) {
 	slices.SortFunc(tps, func(a, b TopicPartition) int {
 		if c := cmp.Compare(a.Topic, b.Topic); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.Partition, b.Partition)
 	})
-	return tps
 }
 
 // offsetsPartitionOf validates a commit and returns the group's partition.
@@ -521,6 +543,99 @@ func buildOffsetsBatch(group string, offsets map[TopicPartition]OffsetAndMetadat
 		return nil, fmt.Errorf("cannot commit offsets of group %q: %w", group, err)
 	}
 	return b, nil
+}
+
+// DeleteGroupOffsets deletes every committed offset of a group (Kafka's
+// DeleteGroups, and OffsetDelete for all of a group's partitions): it
+// writes a tombstone (the offset's key with a null value) for each to the
+// group's __consumer_offsets partition and, once that is durable under the
+// partition's sync policy, drops them, so FetchOffsets answers -1. had
+// reports whether the group had any committed offset; without one nothing
+// is written. Whether the group may be deleted (no members: Kafka's
+// NON_EMPTY_GROUP) is the group coordinator's call.
+//
+// Pending transactional offsets are left alone: they become current if
+// their transaction commits, as in Kafka, whose log replay applies a
+// COMMIT marker's offsets after an earlier tombstone.
+func (e *Engine) DeleteGroupOffsets(group string) (had bool, err error) {
+	op, err := e.offsetsPartitionOf(group, nil)
+	if err != nil {
+		return false, err
+	}
+	// No commit of the partition is between its write and its
+	// registration while the tombstones are written and applied: commits
+	// written before them are in the map, later ones come after. Markers
+	// still run (under the log's writer mutex), hence installedAt.
+	op.appendMu.Lock()
+	defer op.appendMu.Unlock()
+	op.commitMu.Lock()
+	defer op.commitMu.Unlock()
+	op.mu.Lock()
+	tps := slices.Collect(maps.Keys(op.committed[group]))
+	op.mu.Unlock()
+	if len(tps) == 0 {
+		return false, nil
+	}
+	sortTPs(tps)
+	ts := e.opts.Now().UnixMilli()
+	bld := batch.NewBuilder(batch.CodecNone)
+	var key []byte
+	for _, tp := range tps {
+		key = encodeOffsetKey(key[:0], group, tp)
+		bld.Append(ts, key, nil, nil)
+	}
+	b, err := bld.Build()
+	if err != nil {
+		return true, fmt.Errorf("cannot delete offsets of group %q: %w", group, err)
+	}
+	res, err := op.p.Append(b)
+	if err != nil {
+		return true, fmt.Errorf("cannot delete offsets of group %q: %w", group, err)
+	}
+	if offsetsTombstonedHook != nil {
+		offsetsTombstonedHook(op.p)
+	}
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	g := op.committed[group]
+	for i, tp := range tps {
+		if v, ok := g[tp]; ok && v.installedAt < res.BaseOffset+int64(i) {
+			delete(g, tp)
+		}
+	}
+	if len(g) == 0 {
+		delete(op.committed, group)
+	}
+	return true, nil
+}
+
+// offsetsTombstonedHook, for tests, runs between a deletion's write and
+// its registration.
+var offsetsTombstonedHook func(p *Partition)
+
+// GroupHasOffsets reports whether a group has committed offsets, or
+// transactional ones pending (Kafka's GroupMetadata.hasOffsets). It is
+// false for an empty group id, or when the store cannot open.
+func (e *Engine) GroupHasOffsets(group string) bool {
+	if group == "" {
+		return false
+	}
+	s, err := e.offsets()
+	if err != nil {
+		return false
+	}
+	op := s.parts[GroupPartition(group)]
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	if len(op.committed[group]) > 0 {
+		return true
+	}
+	for _, groups := range op.pending {
+		if len(groups[group]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // FetchOffsets returns a group's committed offsets for tps (all of the

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -22,10 +23,14 @@ import (
 // inside that mutex (partition.Log.AppendBatch's callback), so a snapshot,
 // taken under the same mutex at a roll, sees state and log agree.
 type Partition struct {
-	topic string
-	index int
-	log   *partition.Log
-	opts  *Options
+	topic   string
+	index   int
+	topicID [16]byte // set before the partition is published, then fixed
+	log     *partition.Log
+	opts    *Options
+	// deleted is set by DeleteTopic before it closes the log, so that
+	// operations in flight fail with ErrUnknownTopicOrPartition.
+	deleted atomic.Bool
 
 	producers *pidtable.Table
 	txns      *openTxns
@@ -53,25 +58,58 @@ type AppendResult struct {
 	LogAppendTime int64
 }
 
-func openPartition(dir, topic string, index int, opts *Options) (*Partition, error) {
-	p := &Partition{topic: topic, index: index, opts: opts, txns: newOpenTxns(),
+// openPartition opens (or creates) a partition. hasID: dir holds a
+// partition.metadata, whose id is in p.topicID; otherwise the caller
+// assigns one.
+func openPartition(dir, topic string, index int, opts *Options) (p *Partition, hasID bool, err error) {
+	p = &Partition{topic: topic, index: index, opts: opts, txns: newOpenTxns(),
 		producers: pidtable.New(pidtable.Options{MaxEntries: opts.MaxProducersPerPartition})}
 	lopts := opts.Partition
 	lopts.Snapshot = p.snapshotImage
+	if IsInternalTopic(topic) {
+		// Kafka compacts the internal topics; idemlog does not compact, so
+		// deleting their segments by age or size would lose committed
+		// offsets and transaction state: retention is off for them.
+		lopts.RetentionAge = -1
+		lopts.RetentionBytes = 0
+	}
 	l, err := partition.Open(dir, lopts)
 	if err != nil {
-		return nil, fmt.Errorf("cannot open partition %s-%d: %w", topic, index, err)
+		return nil, false, fmt.Errorf("cannot open partition %s-%d: %w", topic, index, err)
 	}
 	p.log = l
 	if err := p.loadProducers(dir); err != nil {
 		l.Close()
-		return nil, err
+		return nil, false, err
 	}
-	return p, nil
+	if p.topicID, hasID, err = readPartitionMetadata(dir); err != nil {
+		l.Close()
+		return nil, false, err
+	}
+	return p, hasID, nil
 }
 
 // Log returns the partition's log, for reads.
 func (p *Partition) Log() *partition.Log { return p.log }
+
+// Advanced returns a channel closed at the next rise of the partition's
+// high watermark, or when the partition is closed or deleted: see
+// partition.Log.Advanced, whose use (take the channel, then read the
+// state, then wait) it shares. It covers the last stable offset too: that
+// moves only with an append (a transaction's first batch, a marker), and
+// the append's state change is published before the high watermark moves
+// past it (applyMarker and apply run in partition.Log.AppendBatch's
+// callback, which precedes the publication).
+func (p *Partition) Advanced() <-chan struct{} { return p.log.Advanced() }
+
+// gone turns a closed log's error into ErrUnknownTopicOrPartition when the
+// partition was deleted: what a client retries after a metadata refresh.
+func (p *Partition) gone(err error) error {
+	if err != nil && p.deleted.Load() && errors.Is(err, partition.ErrClosed) {
+		return fmt.Errorf("%s-%d was deleted: %w: %w", p.topic, p.index, ErrUnknownTopicOrPartition, err)
+	}
+	return err
+}
 
 // Topic and Index name the partition.
 func (p *Partition) Topic() string { return p.topic }
@@ -86,11 +124,11 @@ func (p *Partition) Index() int    { return p.index }
 func (p *Partition) Append(b []byte) (AppendResult, error) {
 	res, wait, err := p.write(b)
 	if err != nil {
-		return AppendResult{}, err
+		return AppendResult{}, p.gone(err)
 	}
 	if wait {
 		if err := p.log.WaitDurable(res.LastOffset + 1); err != nil {
-			return AppendResult{}, err
+			return AppendResult{}, p.gone(err)
 		}
 	}
 	return res, nil
@@ -350,7 +388,7 @@ func (p *Partition) WriteMarker(m producer.Marker) (AppendResult, error) {
 		p.producers.Release(ent)
 	}
 	if err != nil {
-		return AppendResult{}, fmt.Errorf("cannot write marker to %s-%d: %w", p.topic, p.index, err)
+		return AppendResult{}, p.gone(fmt.Errorf("cannot write marker to %s-%d: %w", p.topic, p.index, err))
 	}
 	if indexErr != nil {
 		// The marker is in the log; the transaction stays open (see
@@ -359,7 +397,7 @@ func (p *Partition) WriteMarker(m producer.Marker) (AppendResult, error) {
 	}
 	if wait {
 		if err := p.log.WaitDurable(r.LastOffset + 1); err != nil {
-			return AppendResult{}, err
+			return AppendResult{}, p.gone(err)
 		}
 	}
 	return AppendResult{BaseOffset: r.BaseOffset, LastOffset: r.LastOffset, LogAppendTime: -1}, nil
@@ -385,7 +423,7 @@ func (p *Partition) ReadCommitted(offset int64, maxBytes int, aborted []txnindex
 	lso := p.LastStableOffset()
 	c, err := p.log.ReadBelow(offset, maxBytes, lso)
 	if err != nil {
-		return c, aborted, err
+		return c, aborted, p.gone(err)
 	}
 	if len(c.Data) == 0 {
 		return c, aborted, nil

@@ -35,6 +35,11 @@
 // the last reference goes (reference counts rather than copies: a read is
 // zero-copy, and a reader pins at most one segment).
 //
+// A reader waiting for data (a Kafka Fetch long-poll) parks on Advanced, a
+// channel closed at the next rise of the high watermark; one shared channel
+// serves every waiter, and an append pays one atomic load while nobody
+// waits.
+//
 // # Recovery
 //
 // Close writes a clean-shutdown marker after syncing and trimming

@@ -122,6 +122,12 @@ type Log struct {
 	failed    atomic.Bool
 	failErr   atomic.Pointer[error]
 	maint     maintainer
+	// shut mirrors closed for the lock-free readers (Read, Advanced);
+	// Close and Kill set both under mu.
+	shut atomic.Bool
+	// advanced is the channel Advanced hands out, closed and cleared at
+	// the next rise of hw (see Advanced); nil while nobody waits.
+	advanced atomic.Pointer[chan struct{}]
 
 	sync groupSync
 
@@ -188,14 +194,32 @@ func (l *Log) Append(b []byte) (AppendResult, error) {
 // writer lock right after the write, with the assigned base offset: the
 // producer-state update goes there, so that state and log always agree
 // when a snapshot is taken (snapshots are taken under the same lock).
+//
+// The batch becomes visible (the high watermark moves past it, here or,
+// under DurableVisibility, in the syncer) only after applied returns:
+// whatever applied publishes (the engine's first unstable offset, which
+// with the high watermark makes the last stable offset) is in place
+// before any reader can see the batch, so a reader that loads the high
+// watermark and then that state never sees one without the other, and a
+// wakeup from Advanced covers both.
 func (l *Log) AppendBatch(v batch.Batch, applied func(base int64)) (res AppendResult, wait bool, err error) {
 	l.mu.Lock()
-	res, wait, err = l.appendLocked(v)
-	if err == nil && applied != nil {
+	res, err = l.writeLocked(v)
+	if err != nil {
+		l.mu.Unlock()
+		return res, false, err
+	}
+	if applied != nil {
 		applied(res.BaseOffset)
 	}
+	wait, raised := l.commitLocked(int64(len(v)))
 	l.mu.Unlock()
-	return res, wait, err
+	if raised {
+		// Outside the lock: closing a channel readies every goroutine
+		// parked on it.
+		l.wake()
+	}
+	return res, wait, nil
 }
 
 // WaitDurable returns once offsets below end are durable, joining (or
@@ -207,30 +231,28 @@ func (l *Log) WaitDurable(end int64) error { return l.waitDurable(end) }
 // duplicate's original may not be synced yet either).
 func (l *Log) MustWait() bool { return l.opts.Sync.Kind == SyncAlways }
 
-// appendLocked writes v under mu and reports whether the caller must wait
-// for a sync before acknowledging.
-func (l *Log) appendLocked(v batch.Batch) (res AppendResult, wait bool, err error) {
+// writeLocked writes v into the active segment under mu; nothing of it is
+// visible to readers or to the syncer until commitLocked.
+func (l *Log) writeLocked(v batch.Batch) (res AppendResult, err error) {
 	if l.closed {
-		return res, false, ErrClosed
+		return res, ErrClosed
 	}
 	if l.failed.Load() {
-		return res, false, fmt.Errorf("cannot append: %w: %w", ErrFailed, *l.failErr.Load())
+		return res, fmt.Errorf("cannot append: %w: %w", ErrFailed, *l.failErr.Load())
 	}
 	if int64(len(v)) > l.segmentMaxBytes() {
-		return res, false, fmt.Errorf("cannot append %d bytes: %w", len(v), ErrTooLarge)
+		return res, fmt.Errorf("cannot append %d bytes: %w", len(v), ErrTooLarge)
 	}
 	base := l.leo
 	last := base + int64(v.LastOffsetDelta())
 	if err := l.maybeRoll(v, base, last); err != nil {
-		return res, false, err
+		return res, err
 	}
 	seg := l.active
 	if _, err := seg.Append(v, base); err != nil {
-		return res, false, fmt.Errorf("cannot append at offset %d: %w", base, err)
+		return res, fmt.Errorf("cannot append at offset %d: %w", base, err)
 	}
 	l.leo = last + 1
-	l.written.Store(l.leo)
-	res = AppendResult{BaseOffset: base, LastOffset: last}
 	if size := seg.Size(); size >= l.prefaulted-l.prefaultAhead()/2 {
 		// Half the prefaulted run is used: ask for the next one.
 		l.prefaulted = size + l.prefaultAhead()
@@ -238,29 +260,114 @@ func (l *Log) appendLocked(v batch.Batch) (res AppendResult, wait bool, err erro
 			l.submit(task{kind: taskPrefault, seg: seg, cursor: size})
 		}
 	}
+	return AppendResult{BaseOffset: base, LastOffset: last}, nil
+}
+
+// commitLocked hands what writeLocked wrote (n bytes) to the syncer and,
+// unless readers must wait for durability, to readers (under mu). wait:
+// the caller must wait for a sync before acknowledging; raised: the high
+// watermark moved, so the caller must wake Advanced's waiters once it has
+// let go of mu.
+func (l *Log) commitLocked(n int64) (wait, raised bool) {
+	// The syncer publishes up to written under DurableVisibility: stored
+	// here, after the append callback, not in writeLocked.
+	l.written.Store(l.leo)
+	seg := l.active
 	switch l.opts.Sync.Kind {
 	case SyncAlways:
 		if !l.durableOnly() {
-			l.publish(seg)
+			raised = l.publish(seg)
 		}
-		return res, true, nil
+		return true, raised
 	case SyncBytes:
-		l.publish(seg)
-		l.unsynced += int64(len(v))
+		raised = l.publish(seg)
+		l.unsynced += n
 		if l.unsynced >= l.opts.Sync.Bytes {
 			l.unsynced = 0
-			return res, true, nil
+			return true, raised
 		}
 	default:
-		l.publish(seg)
+		raised = l.publish(seg)
 	}
-	return res, false, nil
+	return false, raised
 }
 
-// publish makes everything written visible to readers (under mu).
-func (l *Log) publish(seg *segRef) {
+// publish makes everything written visible to readers (under mu) and
+// reports whether the high watermark moved.
+func (l *Log) publish(seg *segRef) bool {
 	seg.Publish(seg.Size())
-	storeMax(&l.hw, l.leo)
+	return storeMax(&l.hw, l.leo)
+}
+
+// Advanced returns a channel that is closed the next time the high
+// watermark rises, or when the log is closed (or killed): a Kafka Fetch
+// long-poll parks on it. The use is
+//
+//	for {
+//		ch := l.Advanced()
+//		if l.HighWatermark() >= want { break } // or whatever depends on it
+//		select { case <-ch: case <-timeout: ... }
+//	}
+//
+// taking the channel before reading the state it guards; then no rise is
+// missed. Every waiter shares one channel until the next rise, so a waiter
+// costs nothing on the append path, which pays one atomic load while
+// nobody waits. A channel may be closed by a rise whose high-watermark
+// store came just before it was taken (the store and the wakeup are two
+// steps), never by one that was over when it was taken; after a close it
+// is closed at once.
+//
+// Why no rise is missed (all Go atomics are sequentially consistent): an
+// advancer stores the high watermark, then loads advanced; a waiter puts
+// (or finds) its channel c in advanced, then loads the high watermark.
+// If the waiter's load of the high watermark comes before the advancer's
+// store, then the waiter's install or find of c came before the
+// advancer's load of advanced, which therefore sees c, or sees that c was
+// swapped out in between; either way whoever swapped c out closes it.
+// Otherwise the waiter's load comes after the store and sees the new
+// value. The same argument covers shut against Close and Kill.
+//
+// The engine's last stable offset needs no signal of its own: it moves
+// only when a transaction marker (or a transaction's first batch) is
+// appended, and AppendBatch publishes the new first unstable offset, in
+// its callback, before it raises the high watermark past that batch (see
+// AppendBatch), so the rise that wakes the waiter is later than the
+// change it must see.
+func (l *Log) Advanced() <-chan struct{} {
+	for {
+		p := l.advanced.Load()
+		if p == nil {
+			ch := make(chan struct{})
+			if !l.advanced.CompareAndSwap(nil, &ch) {
+				continue
+			}
+			p = &ch
+		}
+		if l.shut.Load() {
+			l.wake()
+		}
+		return *p
+	}
+}
+
+// wake closes the channel Advanced handed out, if any: every caller that
+// raised the high watermark (or closed the log) calls it after the store.
+// The load first keeps the common case, no waiter, to a plain read.
+func (l *Log) wake() {
+	if l.advanced.Load() == nil {
+		return
+	}
+	if p := l.advanced.Swap(nil); p != nil {
+		close(*p)
+	}
+}
+
+// raiseHW raises the high watermark to v and wakes the waiters if it moved
+// (for the syncer and Close; the append path wakes after letting go of mu).
+func (l *Log) raiseHW(v int64) {
+	if storeMax(&l.hw, v) {
+		l.wake()
+	}
 }
 
 func (l *Log) segmentMaxBytes() int64 {
@@ -374,9 +481,15 @@ func (l *Log) Read(offset int64, maxBytes int) (Chunk, error) {
 // ReadBelow is Read with an upper bound besides the high watermark: only
 // batches starting below limit are returned (read_committed reads below
 // the last stable offset). An offset between limit and the high watermark
-// gives an empty chunk, not an error.
+// gives an empty chunk, not an error. Once the log is closed (or killed),
+// reads fail with ErrClosed; chunks read before stay valid until released.
 func (l *Log) ReadBelow(offset int64, maxBytes int, limit int64) (Chunk, error) {
 	for {
+		if l.shut.Load() {
+			// Close emptied the segment list; say so rather than report
+			// the offset missing.
+			return Chunk{}, ErrClosed
+		}
 		hw := l.hw.Load()
 		if offset < l.logStart.Load() || offset > hw {
 			return Chunk{}, fmt.Errorf("cannot read offset %d (log %d..%d): %w", offset, l.logStart.Load(), hw, ErrOffsetOutOfRange)

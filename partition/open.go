@@ -151,7 +151,10 @@ func (l *Log) Close() error {
 		return ErrClosed
 	}
 	l.closed = true
+	l.shut.Store(true)
 	l.mu.Unlock()
+	// Parked readers wake to find the log closed.
+	l.wake()
 	close(l.stop)
 	l.flusher.Wait()
 	// Nothing submits once closed is set (submitters hold mu), so the
@@ -169,7 +172,7 @@ func (l *Log) Close() error {
 		}
 		if err == nil {
 			l.active.Publish(l.active.Size())
-			storeMax(&l.hw, l.leo)
+			l.raiseHW(l.leo)
 			l.sync.advance(l.leo)
 			storeMax(&l.recoveryPoint, l.leo)
 			if err = l.writeCheckpoints(); err == nil {
@@ -327,7 +330,9 @@ func (l *Log) Kill() {
 		return
 	}
 	l.closed = true
+	l.shut.Store(true)
 	l.mu.Unlock()
+	l.wake()
 	l.maint.drop.Store(true)
 	close(l.stop)
 	l.flusher.Wait()

@@ -66,12 +66,15 @@ func (r *segRef) retire(deleteFiles bool) {
 
 // storeMax raises a to v unless it is already higher: published sizes and
 // watermarks only move forward, whichever of the writer and the syncer gets
-// there first.
-func storeMax(a *atomic.Int64, v int64) {
+// there first. It reports whether a moved.
+func storeMax(a *atomic.Int64, v int64) bool {
 	for {
 		cur := a.Load()
-		if v <= cur || a.CompareAndSwap(cur, v) {
-			return
+		if v <= cur {
+			return false
+		}
+		if a.CompareAndSwap(cur, v) {
+			return true
 		}
 	}
 }

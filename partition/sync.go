@@ -133,7 +133,7 @@ func (l *Log) syncOnce() (int64, error) {
 	// observe a visible offset that is not yet counted as durable.
 	storeMax(&l.recoveryPoint, end)
 	if l.durableOnly() {
-		storeMax(&l.hw, end)
+		l.raiseHW(end)
 	}
 	return end, nil
 }

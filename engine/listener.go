@@ -1,0 +1,83 @@
+package engine
+
+import "fmt"
+
+// Entry points for a network front end (the kafka package), which pipelines
+// durability waits and addresses the offsets store by group.
+
+// AppendNoWait is Append without the wait for the sync policy's promise:
+// when wait is true the caller must call Log().WaitDurable(res.LastOffset+1)
+// before acknowledging the batch. A front end appends a request's batches
+// to all their partitions first and then waits once per partition, so the
+// partitions' syncs overlap instead of running one after another.
+func (p *Partition) AppendNoWait(b []byte) (res AppendResult, wait bool, err error) {
+	res, wait, err = p.write(b)
+	return res, wait, p.gone(err)
+}
+
+// OffsetsPartition returns the partition of the consumer-offsets topic that
+// holds group's commits (creating the internal topic on first use): what
+// AddOffsetsToTxn adds to a transaction.
+func (e *Engine) OffsetsPartition(group string) (TopicPartitionRef, error) {
+	if group == "" {
+		return TopicPartitionRef{}, ErrInvalidGroupID
+	}
+	if _, err := e.offsets(); err != nil {
+		return TopicPartitionRef{}, err
+	}
+	return TopicPartitionRef{Topic: ConsumerOffsetsTopic, Partition: int32(GroupPartition(group))}, nil
+}
+
+// TransactionStateTopic is the internal topic of the transaction
+// coordinator's state.
+const TransactionStateTopic = txnStateTopic
+
+// Verify is the check a partition leader makes before the first
+// transactional append of a producer (KIP-890 part 1): the transactional id
+// maps to pid, epoch is current, and the transaction is ongoing with tp in
+// it. ErrInvalidProducerIDMapping, ErrProducerFenced or ErrInvalidTxnState
+// otherwise. The check and the append are not atomic (Kafka closes that
+// window with a per-partition guard); the producer-state epoch check in the
+// append still fences any older epoch.
+func (c *Coordinator) Verify(id string, pid int64, epoch int16, tp TopicPartitionRef) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, err := c.lookup(id, pid, epoch)
+	if err != nil {
+		return err
+	}
+	if m.state != TxnOngoing || !containsTP(m.partitions, tp) {
+		return fmt.Errorf("cannot append to %s-%d for %q: partition not in the transaction (%v): %w", tp.Topic, tp.Partition, id, m.state, ErrInvalidTxnState)
+	}
+	return nil
+}
+
+// TxnOpen reports whether pid has a transaction open in the partition,
+// that is, whether a transactional append of pid continues a transaction
+// the coordinator already verified. It never waits: an entry another
+// append holds right now reads as "not open", which only costs the caller
+// a Coordinator.Verify.
+func (p *Partition) TxnOpen(pid int64) bool {
+	ent, ok := p.producers.TryAcquire(pid)
+	if !ok {
+		return false
+	}
+	open := ent.State().TxnFirstOffset() >= 0
+	p.producers.Release(ent)
+	return open
+}
+
+// OpenTransactions returns how many transactional ids have a transaction
+// ongoing or being completed.
+func (c *Coordinator) OpenTransactions() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, m := range c.txns {
+		switch m.state {
+		case TxnOngoing, TxnPrepareCommit, TxnPrepareAbort:
+			n++
+		}
+	}
+	return n
+}
