@@ -148,7 +148,18 @@ func partitionKey(topic string, index int) string { return topic + "-" + strconv
 // are kept. A new topic gets a new random topic id; added partitions get
 // the topic's id (see TopicID).
 func (e *Engine) CreateTopic(topic string, partitions int) error {
+	return e.CreateTopicWithConfig(topic, partitions, nil)
+}
+
+// CreateTopicWithConfig is CreateTopic with Kafka topic configs that
+// override the engine's partition options for this topic (see
+// ValidateTopicConfig for the names); they are stored with each new
+// partition, so they survive restarts. Existing partitions keep theirs.
+func (e *Engine) CreateTopicWithConfig(topic string, partitions int, cfg map[string]string) error {
 	if err := ValidateTopic(topic); err != nil {
+		return err
+	}
+	if err := ValidateTopicConfig(cfg); err != nil {
 		return err
 	}
 	if partitions <= 0 || partitions > 1<<20 {
@@ -178,6 +189,11 @@ func (e *Engine) CreateTopic(topic string, partitions int) error {
 		dir := filepath.Join(e.dir, key)
 		var p *Partition
 		var hasID bool
+		if _, serr := os.Stat(dir); os.IsNotExist(serr) {
+			if err = writeTopicConfig(dir, cfg); err != nil {
+				break
+			}
+		}
 		if p, hasID, err = openPartition(dir, topic, i, &e.opts); err != nil {
 			break
 		}

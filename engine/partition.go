@@ -32,6 +32,10 @@ type Partition struct {
 	// operations in flight fail with ErrUnknownTopicOrPartition.
 	deleted atomic.Bool
 
+	// maxBatch is the topic's max.message.bytes (0: the batch package's
+	// default); set at open.
+	maxBatch int
+
 	producers *pidtable.Table
 	txns      *openTxns
 	// onMarker, if set (internal topics: the consumer-offsets store, which
@@ -66,6 +70,16 @@ func openPartition(dir, topic string, index int, opts *Options) (p *Partition, h
 		producers: pidtable.New(pidtable.Options{MaxEntries: opts.MaxProducersPerPartition})}
 	lopts := opts.Partition
 	lopts.Snapshot = p.snapshotImage
+	cfg, err := readTopicConfig(dir)
+	if err == nil {
+		err = applyTopicConfig(&lopts, cfg)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("cannot open partition %s-%d: %w", topic, index, err)
+	}
+	if p.maxBatch = lopts.MaxBatchSize; p.maxBatch <= 0 {
+		p.maxBatch = batch.DefaultMaxBatchSize
+	}
 	if IsInternalTopic(topic) {
 		// Kafka compacts the internal topics; idemlog does not compact, so
 		// deleting their segments by age or size would lose committed
@@ -137,7 +151,7 @@ func (p *Partition) Append(b []byte) (AppendResult, error) {
 // write is Append without the wait for durability: when wait is true the
 // caller must WaitDurable(res.LastOffset+1) before acknowledging.
 func (p *Partition) write(b []byte) (res AppendResult, wait bool, err error) {
-	v, err := batch.ValidateProduce(b, p.opts.Partition.MaxBatchSize)
+	v, err := batch.ValidateProduce(b, p.maxBatch)
 	if err != nil {
 		return AppendResult{}, false, fmt.Errorf("cannot append to %s-%d: %w", p.topic, p.index, err)
 	}

@@ -37,6 +37,7 @@ func init() {
 		{"dump", "print the record batches of Kafka segments and their index entries", runDump},
 		{"verify", "check segments, indexes and offset continuity of partitions", runVerify},
 		{"bench", "generate load on an embedded engine and measure throughput and latency", runBench},
+		{"serve", "serve the Kafka protocol for unmodified Kafka clients", runServe},
 	}
 }
 

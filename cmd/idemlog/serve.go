@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/idemlog/idemlog/engine"
+	"github.com/idemlog/idemlog/kafka"
+	"github.com/idemlog/idemlog/partition"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+const serveSynopsis = "Usage: idemlog serve [flags]\n"
+
+const serveAbout = `
+Serve the Kafka protocol on --listen in front of an engine in --dir, so that
+unmodified Kafka clients (franz-go, sarama, librdkafka/kcat, the Java
+client) produce idempotently and transactionally, consume with
+read_committed and run consumer groups against it. One node: every
+partition's leader, replica set and ISR is this node.
+
+The first line on stdout is "listening on HOST:PORT" (useful with port 0).
+SIGTERM or SIGINT stops accepting, lets requests in progress finish, and
+closes the engine cleanly (clean-shutdown markers, producer snapshots), so
+the next start opens without recovery.
+`
+
+func runServe(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("serve")
+	listen := fs.String("listen", "127.0.0.1:9092", "accept Kafka clients on `ADDR`")
+	dir := fs.String("dir", "", "data `DIR` (required)")
+	fsync := fs.String("fsync", "never", "sync `POLICY`: never, always, interval=DUR or bytes=N")
+	advertise := fs.String("advertise", "", "`HOST:PORT` clients are told to dial (default: the listening address)")
+	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics on http://`ADDR`/metrics")
+	autoCreate := fs.Bool("auto-create", true, "create topics that clients ask metadata about (Kafka's auto.create.topics.enable)")
+	partitions := fs.Int("partitions", 1, "`N` partitions of auto-created topics")
+	logLevel := fs.String("log-level", "info", "`LEVEL`: debug, info, warn or error")
+	showUsage := func(w io.Writer) {
+		fmt.Fprint(w, serveSynopsis, serveAbout, "\nFlags:\n")
+		printFlags(w, fs)
+	}
+	rest, err := parseArgs(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		showUsage(stdout)
+		return exitOK
+	}
+	var level slog.Level
+	if err == nil && len(rest) > 0 {
+		err = fmt.Errorf("unexpected argument %q", rest[0])
+	}
+	if err == nil && *dir == "" {
+		err = errors.New("--dir is required")
+	}
+	var sync partition.SyncPolicy
+	if err == nil {
+		sync, err = partition.ParseSyncPolicy(*fsync)
+	}
+	if err == nil {
+		err = level.UnmarshalText([]byte(*logLevel))
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idemlog serve: %v\n\n", err)
+		showUsage(stderr)
+		return exitUsage
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if err := serve(serveConfig{listen: *listen, dir: *dir, sync: sync, advertise: *advertise,
+		metrics: *metricsAddr, autoCreate: *autoCreate, partitions: *partitions}, stdout, log); err != nil {
+		log.Error("serve failed", "err", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+type serveConfig struct {
+	listen, dir, advertise, metrics string
+	sync                            partition.SyncPolicy
+	autoCreate                      bool
+	partitions                      int
+}
+
+func serve(c serveConfig, stdout io.Writer, log *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	e, err := engine.Open(c.dir, engine.Options{Partition: partition.Options{Sync: c.sync}})
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := kafka.New(e, kafka.Options{Advertise: c.advertise, AutoCreateTopics: c.autoCreate,
+		DefaultPartitions: c.partitions, Logger: log, Registerer: reg})
+	if err != nil {
+		e.Close()
+		return err
+	}
+	ln, err := net.Listen("tcp", c.listen)
+	if err != nil {
+		srv.Close()
+		e.Close()
+		return fmt.Errorf("cannot listen: %w", err)
+	}
+	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
+	if f, ok := stdout.(*os.File); ok {
+		f.Sync()
+	}
+	var hs *http.Server
+	if c.metrics != "" {
+		mln, err := net.Listen("tcp", c.metrics)
+		if err != nil {
+			ln.Close()
+			srv.Close()
+			e.Close()
+			return fmt.Errorf("cannot listen for metrics: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		hs = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go hs.Serve(mln)
+		log.Info("serving metrics", "addr", mln.Addr().String())
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err = <-served:
+	}
+	srv.Close()
+	if hs != nil {
+		hs.Close()
+	}
+	if cerr := e.Close(); cerr != nil {
+		return errors.Join(err, fmt.Errorf("cannot close engine: %w", cerr))
+	}
+	log.Info("engine closed cleanly")
+	return err
+}

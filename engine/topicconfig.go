@@ -1,0 +1,145 @@
+package engine
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemlog/idemlog/errcode"
+	"github.com/idemlog/idemlog/internal/fsutil"
+	"github.com/idemlog/idemlog/partition"
+)
+
+// Per-topic configuration.
+//
+// A topic may override the engine's partition options with Kafka's topic
+// configs (CreateTopics' configs). The overrides are stored in each of the
+// topic's partition directories, written before the partition is opened:
+//
+//	topic.config:  one "name=value" line per override, sorted by name
+//
+// A partition directory without the file uses the engine's options.
+
+const topicConfigFile = "topic.config"
+
+// ErrInvalidConfig: a topic config idemlog does not know, or a value out of
+// range (Kafka's INVALID_CONFIG, 40).
+var ErrInvalidConfig = errcode.New(40, "invalid topic config")
+
+// topicConfigs are the configs a topic may set and how each applies.
+var topicConfigs = map[string]func(o *partition.Options, v int64) error{
+	"max.message.bytes": func(o *partition.Options, v int64) error {
+		if v < 1 || v > math.MaxInt32 {
+			return ErrInvalidConfig
+		}
+		o.MaxBatchSize = int(v)
+		return nil
+	},
+	"retention.ms": func(o *partition.Options, v int64) error {
+		switch {
+		case v == -1:
+			o.RetentionAge = -1
+		case v > 0:
+			o.RetentionAge = time.Duration(v) * time.Millisecond
+		default:
+			return ErrInvalidConfig
+		}
+		return nil
+	},
+	"retention.bytes": func(o *partition.Options, v int64) error {
+		if v < -1 {
+			return ErrInvalidConfig
+		}
+		o.RetentionBytes = v
+		return nil
+	},
+	"segment.bytes": func(o *partition.Options, v int64) error {
+		if v < 14 || v > math.MaxInt32 {
+			return ErrInvalidConfig // Kafka's own bounds: at least a header, at most 2 GiB
+		}
+		o.Segment.MaxBytes = v
+		return nil
+	},
+	"segment.ms": func(o *partition.Options, v int64) error {
+		if v < 1 {
+			return ErrInvalidConfig
+		}
+		o.RollAge = time.Duration(v) * time.Millisecond
+		return nil
+	},
+}
+
+// ValidateTopicConfig checks a topic's configs: known names, integer
+// values in range.
+func ValidateTopicConfig(cfg map[string]string) error {
+	var o partition.Options
+	return applyTopicConfig(&o, cfg)
+}
+
+func applyTopicConfig(o *partition.Options, cfg map[string]string) error {
+	for name, val := range cfg {
+		apply, ok := topicConfigs[name]
+		if !ok {
+			return fmt.Errorf("cannot set topic config %q: unknown: %w", name, ErrInvalidConfig)
+		}
+		v, err := strconv.ParseInt(strings.TrimSpace(val), 10, 64)
+		if err != nil {
+			return fmt.Errorf("cannot set topic config %q to %q: %w", name, val, ErrInvalidConfig)
+		}
+		if err := apply(o, v); err != nil {
+			return fmt.Errorf("cannot set topic config %q to %d: %w", name, v, err)
+		}
+	}
+	return nil
+}
+
+func writeTopicConfig(dir string, cfg map[string]string) error {
+	if len(cfg) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(cfg))
+	for n := range cfg {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var b bytes.Buffer
+	for _, n := range names {
+		fmt.Fprintf(&b, "%s=%s\n", n, strings.TrimSpace(cfg[n]))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("cannot create partition dir: %w", err)
+	}
+	return fsutil.WriteFileAtomic(filepath.Join(dir, topicConfigFile), b.Bytes())
+}
+
+// readTopicConfig returns a partition directory's overrides (nil if none).
+func readTopicConfig(dir string) (map[string]string, error) {
+	data, err := os.ReadFile(filepath.Join(dir, topicConfigFile))
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot read topic config: %w", err)
+	}
+	cfg := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		name, val, ok := strings.Cut(line, "=")
+		if !ok {
+			return nil, fmt.Errorf("cannot parse topic config line %q in %s: %w", line, dir, ErrInvalidConfig)
+		}
+		cfg[name] = val
+	}
+	return cfg, nil
+}

@@ -1,0 +1,207 @@
+package kafka
+
+import (
+	"context"
+	"reflect"
+	"time"
+
+	"github.com/idemlog/idemlog/engine"
+	"github.com/idemlog/idemlog/partition"
+	"github.com/idemlog/idemlog/txnindex"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+var errFetchSessionNotFound = newCodeErr(kerr.FetchSessionIDNotFound.Code, "fetch sessions are not kept: send full fetches")
+
+// fetchState is one Fetch being answered: the partitions it names and the
+// chunks its response aliases, released once the response is encoded.
+type fetchState struct {
+	parts  [][]*engine.Partition // by topic, by partition; nil: unknown
+	errs   [][]error
+	chunks []partition.Chunk
+	abort  []txnindex.Entry
+}
+
+func (f *fetchState) release() {
+	for i := range f.chunks {
+		f.chunks[i].Release()
+	}
+	f.chunks = f.chunks[:0]
+}
+
+// fetch answers with whole stored batches, as they are in the segments: at
+// least one batch (KIP-74) even above the byte limits, so a consumer never
+// stalls on a large batch. Under read_committed it stops at the last stable
+// offset, includes the control batches (clients use the markers), and lists
+// the aborted transactions that overlap what it returns. It parks, up to
+// MaxWait, until MinBytes are available, woken by any advance of a named
+// partition's high watermark (which also covers LSO moves, as each is the
+// append of a marker).
+//
+// Fetch sessions (KIP-227) are not kept: every response has session id 0,
+// which tells clients to send full fetches.
+func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) pending {
+	start := time.Now()
+	f := &fetchState{}
+	f.parts = make([][]*engine.Partition, len(r.Topics))
+	f.errs = make([][]error, len(r.Topics))
+	var waitOn []*engine.Partition
+	for ti, rt := range r.Topics {
+		f.parts[ti] = make([]*engine.Partition, len(rt.Partitions))
+		f.errs[ti] = make([]error, len(rt.Partitions))
+		for pi, rp := range rt.Partitions {
+			p, err := s.eng.Partition(rt.Topic, int(rp.Partition))
+			f.parts[ti][pi], f.errs[ti][pi] = p, err
+			if err == nil {
+				waitOn = append(waitOn, p)
+			}
+		}
+	}
+	var resp *kmsg.FetchResponse
+	if r.Version >= 7 && r.SessionID != 0 && r.SessionEpoch > 0 {
+		resp = r.ResponseKind().(*kmsg.FetchResponse)
+		resp.ErrorCode = s.code(kmsg.Fetch, errFetchSessionNotFound)
+		return pending{resp: resp}
+	}
+	deadline := start.Add(time.Duration(r.MaxWaitMillis) * time.Millisecond)
+	var cases []reflect.SelectCase
+	for {
+		// Take the wake-up channels before reading: an advance after the
+		// read closes a channel taken before it.
+		chans := cases[:0]
+		for _, p := range waitOn {
+			chans = append(chans, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.Advanced())})
+		}
+		cases = chans
+		var bytes int
+		var anyErr bool
+		resp, bytes, anyErr = s.readFetch(r, f)
+		now := time.Now()
+		if bytes >= int(r.MinBytes) || anyErr || !now.Before(deadline) || len(waitOn) == 0 || ctx.Err() != nil {
+			break
+		}
+		f.release()
+		timer := time.NewTimer(deadline.Sub(now))
+		cases = append(cases,
+			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)},
+			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())})
+		reflect.Select(cases)
+		timer.Stop()
+		cases = cases[:len(waitOn)]
+	}
+	s.m.fetchLatency.Observe(time.Since(start).Seconds())
+	return pending{resp: resp, release: f.release}
+}
+
+// readFetch builds one fetch response from the partitions' current state.
+func (s *Server) readFetch(r *kmsg.FetchRequest, f *fetchState) (*kmsg.FetchResponse, int, bool) {
+	resp := r.ResponseKind().(*kmsg.FetchResponse)
+	budget := int(r.MaxBytes)
+	if r.Version < 3 || budget <= 0 {
+		budget = int(^uint32(0) >> 1)
+	}
+	total, anyErr, first := 0, false, true
+	for ti, rt := range r.Topics {
+		t := kmsg.NewFetchResponseTopic()
+		t.Topic = rt.Topic
+		t.Partitions = make([]kmsg.FetchResponseTopicPartition, len(rt.Partitions))
+		for pi, rp := range rt.Partitions {
+			out := &t.Partitions[pi]
+			*out = kmsg.NewFetchResponseTopicPartition()
+			out.Partition = rp.Partition
+			out.RecordBatches = []byte{} // never null: librdkafka rejects it
+			p, err := f.parts[ti][pi], f.errs[ti][pi]
+			if err != nil {
+				out.ErrorCode = s.code(kmsg.Fetch, err)
+				out.HighWatermark, out.LastStableOffset, out.LogStartOffset = -1, -1, -1
+				anyErr = true
+				continue
+			}
+			l := p.Log()
+			out.HighWatermark = l.HighWatermark()
+			out.LastStableOffset = p.LastStableOffset()
+			out.LogStartOffset = l.LogStartOffset()
+			limit := min(int(rp.PartitionMaxBytes), budget)
+			if limit <= 0 && !first {
+				continue
+			}
+			var c partition.Chunk
+			if r.IsolationLevel == 1 {
+				out.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+				c, f.abort, err = p.ReadCommitted(rp.FetchOffset, max(limit, 1), f.abort[:0])
+				for _, a := range f.abort {
+					at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+					at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+					out.AbortedTransactions = append(out.AbortedTransactions, at)
+				}
+			} else {
+				c, err = l.Read(rp.FetchOffset, max(limit, 1))
+			}
+			if err != nil {
+				out.ErrorCode = s.code(kmsg.Fetch, err)
+				anyErr = true
+				continue
+			}
+			if len(c.Data) > 0 && !first && len(c.Data) > limit {
+				// Only the first partition with data may exceed the limits.
+				c.Release()
+				out.AbortedTransactions = out.AbortedTransactions[:0]
+				continue
+			}
+			f.chunks = append(f.chunks, c)
+			if len(c.Data) > 0 {
+				out.RecordBatches = c.Data
+				first = false
+				total += len(c.Data)
+				budget -= len(c.Data)
+			}
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	s.m.bytesFetched.Add(float64(total))
+	return resp, total, anyErr
+}
+
+// listOffsets answers the earliest (-2) and latest (-1) offsets, the
+// latest being the last stable offset under read_committed, and the first
+// offset at or after a timestamp.
+func (s *Server) listOffsets(r *kmsg.ListOffsetsRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, rt := range r.Topics {
+		t := kmsg.NewListOffsetsResponseTopic()
+		t.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			out := kmsg.NewListOffsetsResponseTopicPartition()
+			out.Partition = rp.Partition
+			out.Timestamp, out.Offset, out.LeaderEpoch = -1, -1, 0
+			p, err := s.eng.Partition(rt.Topic, int(rp.Partition))
+			if err == nil {
+				switch ts := rp.Timestamp; {
+				case ts == -2:
+					out.Offset = p.Log().LogStartOffset()
+				case ts == -1 && r.IsolationLevel == 1:
+					out.Offset = p.LastStableOffset()
+				case ts == -1:
+					out.Offset = p.Log().HighWatermark()
+				case ts >= 0:
+					var off int64
+					if off, err = p.Log().OffsetForTime(ts); err == nil {
+						out.Offset = off
+						if off < p.Log().HighWatermark() {
+							out.Timestamp = ts
+						} else {
+							out.Offset, out.Timestamp = -1, -1 // no such record: Kafka answers -1
+						}
+					}
+				default:
+					err = newCodeErr(kerr.InvalidRequest.Code, "unsupported timestamp")
+				}
+			}
+			out.ErrorCode = s.code(kmsg.ListOffsets, err)
+			t.Partitions = append(t.Partitions, out)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp
+}

@@ -1,0 +1,218 @@
+package kafka
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+
+	"github.com/idemlog/idemlog/batch"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func frameOf(key, version int16, corr int32, body []byte) []byte {
+	f := binary.BigEndian.AppendUint16(nil, uint16(key))
+	f = binary.BigEndian.AppendUint16(f, uint16(version))
+	f = binary.BigEndian.AppendUint32(f, uint32(corr))
+	f = binary.BigEndian.AppendUint16(f, 0xffff) // null client id
+	return append(f, body...)
+}
+
+func TestParseRequestErrors(t *testing.T) {
+	meta := kmsg.NewPtrMetadataRequest()
+	meta.Version = 4
+	good := frameOf(3, 4, 7, meta.AppendTo(nil))
+	if h, req, err := parseRequest(good); err != nil || h.correlation != 7 || req.Key() != 3 {
+		t.Fatalf("good frame: %v %v %v", h, req, err)
+	}
+	cases := []struct {
+		name  string
+		frame []byte
+		want  error
+	}{
+		{"short", good[:5], ErrFrameTruncated},
+		{"client id cut", good[:9], ErrFrameTruncated},
+		{"body cut", good[:len(good)-1], ErrFrameTruncated},
+		{"unknown key", frameOf(9999, 0, 1, nil), ErrUnknownKey},
+		{"negative key", frameOf(-1, 0, 1, nil), ErrUnknownKey},
+		{"unadvertised key", frameOf(kmsg.DescribeConfigs.Int16(), 0, 1, nil), ErrUnsupportedVersion},
+		{"version above", frameOf(3, 13, 1, meta.AppendTo(nil)), ErrUnsupportedVersion},
+		{"version below", frameOf(0, 2, 1, nil), ErrUnsupportedVersion},
+		{"negative version", frameOf(3, -1, 1, nil), ErrUnsupportedVersion},
+	}
+	for _, c := range cases {
+		if _, _, err := parseRequest(c.frame); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
+// TestBadFramesCloseOnlyTheirConnection: a garbled, oversized or
+// unsupported frame closes its connection, writes nothing, and the server
+// keeps answering everyone else.
+func TestBadFramesCloseOnlyTheirConnection(t *testing.T) {
+	ts := startServer(t, Options{MaxFrameSize: 1 << 20})
+	if err := ts.eng.CreateTopic("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	bystander := dial(t, ts.addr)
+	bad := map[string][]byte{
+		"oversized":     binary.BigEndian.AppendUint32(nil, 1<<20+1),
+		"negative size": binary.BigEndian.AppendUint32(nil, 0xfffffff0),
+		"tiny":          append(binary.BigEndian.AppendUint32(nil, 3), 1, 2, 3),
+		"unknown key":   sized(frameOf(4242, 0, 1, nil)),
+		"bad version":   sized(frameOf(0, 99, 1, nil)),
+		"garbled produce": sized(frameOf(0, 7, 1, []byte{0xff, 0xff, 0, 1, 0, 0, 0, 1, 0, 0, 0, 9,
+			0, 1, 'x'})),
+	}
+	for name, b := range bad {
+		rc := dial(t, ts.addr)
+		if _, err := rc.c.Write(b); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		rc.expectClosed()
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version = 9
+		if resp := bystander.roundTrip(req).(*kmsg.MetadataResponse); len(resp.Brokers) != 1 {
+			t.Fatalf("after %s: bystander got %d brokers", name, len(resp.Brokers))
+		}
+	}
+	p, _ := ts.eng.Partition("t", 0)
+	if hw := p.Log().HighWatermark(); hw != 0 {
+		t.Fatalf("bad frames wrote %d offsets", hw)
+	}
+}
+
+func sized(frame []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(frame))), frame...)
+}
+
+// TestProduceBadBatches: every malformed batch gets its typed code and
+// writes nothing; a good batch in the same request is appended.
+func TestProduceBadBatches(t *testing.T) {
+	ts := startServer(t, Options{})
+	if err := ts.eng.CreateTopic("t", 2); err != nil {
+		t.Fatal(err)
+	}
+	good := buildBatch(t, -1, 0, 0, 3)
+	corrupt := append([]byte(nil), good...)
+	corrupt[len(corrupt)-1] ^= 1
+	badMagic := append([]byte(nil), good...)
+	badMagic[16] = 1
+	two := append(append([]byte(nil), good...), good...)
+	cases := []struct {
+		name    string
+		records []byte
+		code    int16
+	}{
+		{"crc", corrupt, kerr.CorruptMessage.Code},
+		{"magic", badMagic, kerr.InvalidRecord.Code},
+		{"truncated", good[:len(good)-3], kerr.CorruptMessage.Code},
+		{"two batches", two, kerr.CorruptMessage.Code},
+		{"nil", nil, kerr.CorruptMessage.Code},
+	}
+	rc := dial(t, ts.addr)
+	for _, c := range cases {
+		req := produceReq("t", map[int32][]byte{0: c.records, 1: good})
+		resp := rc.roundTrip(req).(*kmsg.ProduceResponse)
+		got := map[int32]kmsg.ProduceResponseTopicPartition{}
+		for _, p := range resp.Topics[0].Partitions {
+			got[p.Partition] = p
+		}
+		if got[0].ErrorCode == 0 {
+			t.Errorf("%s: accepted", c.name)
+		}
+		if got[1].ErrorCode != 0 {
+			t.Errorf("%s: good partition got %d", c.name, got[1].ErrorCode)
+		}
+	}
+	p0, _ := ts.eng.Partition("t", 0)
+	if hw := p0.Log().HighWatermark(); hw != 0 {
+		t.Fatalf("bad batches wrote %d offsets", hw)
+	}
+	req := produceReq("t", map[int32][]byte{0: good})
+	req.Acks = 2
+	if resp := rc.roundTrip(req).(*kmsg.ProduceResponse); resp.Topics[0].Partitions[0].ErrorCode != kerr.InvalidRequiredAcks.Code {
+		t.Fatalf("acks=2: code %d", resp.Topics[0].Partitions[0].ErrorCode)
+	}
+	req = produceReq("nope", map[int32][]byte{0: good})
+	if resp := rc.roundTrip(req).(*kmsg.ProduceResponse); resp.Topics[0].Partitions[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("unknown topic: code %d", resp.Topics[0].Partitions[0].ErrorCode)
+	}
+}
+
+func produceReq(topic string, parts map[int32][]byte) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
+	t := kmsg.NewProduceRequestTopic()
+	t.Topic = topic
+	for p := range int32(len(parts) + 8) {
+		b, ok := parts[p]
+		if !ok {
+			continue
+		}
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = p, b
+		t.Partitions = append(t.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, t)
+	return req
+}
+
+func buildBatch(t testing.TB, pid int64, epoch int16, seq int32, n int) []byte {
+	t.Helper()
+	bld := batch.NewBuilder(batch.CodecNone)
+	bld.SetProducer(pid, epoch, seq)
+	for i := range n {
+		bld.Append(1700000000000+int64(i), nil, []byte("v"+string(rune('a'+i))), nil)
+	}
+	b, err := bld.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]byte(nil), b...)
+}
+
+// TestProduceRetryReturnsOriginalOffsets: the exact retry of a batch gets
+// the original base offset and writes nothing; a gap is out of order; an
+// old epoch is fenced.
+func TestProduceRetryReturnsOriginalOffsets(t *testing.T) {
+	ts := startServer(t, Options{})
+	if err := ts.eng.CreateTopic("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	rc := dial(t, ts.addr)
+	ip := rc.roundTrip(kmsg.NewPtrInitProducerIDRequest()).(*kmsg.InitProducerIDResponse)
+	if ip.ErrorCode != 0 {
+		t.Fatal(ip.ErrorCode)
+	}
+	first := buildBatch(t, ip.ProducerID, 0, 0, 4)
+	second := buildBatch(t, ip.ProducerID, 0, 4, 2)
+	code := func(b []byte) (int16, int64) {
+		resp := rc.roundTrip(produceReq("t", map[int32][]byte{0: b})).(*kmsg.ProduceResponse)
+		p := resp.Topics[0].Partitions[0]
+		return p.ErrorCode, p.BaseOffset
+	}
+	if c, off := code(first); c != 0 || off != 0 {
+		t.Fatalf("first: %d at %d", c, off)
+	}
+	if c, off := code(second); c != 0 || off != 4 {
+		t.Fatalf("second: %d at %d", c, off)
+	}
+	if c, off := code(first); c != 0 || off != 0 {
+		t.Fatalf("retry of first: %d at %d, want the original offset 0", c, off)
+	}
+	if c, _ := code(buildBatch(t, ip.ProducerID, 0, 9, 1)); c != kerr.OutOfOrderSequenceNumber.Code {
+		t.Fatalf("gap: code %d", c)
+	}
+	if c, _ := code(buildBatch(t, ip.ProducerID, 1, 0, 1)); c != 0 {
+		t.Fatalf("new epoch at 0: code %d", c)
+	}
+	if c, _ := code(buildBatch(t, ip.ProducerID, 0, 6, 1)); c != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("old epoch: code %d", c)
+	}
+	p, _ := ts.eng.Partition("t", 0)
+	if hw := p.Log().HighWatermark(); hw != 7 {
+		t.Fatalf("high watermark %d, want 7", hw)
+	}
+}

@@ -1,0 +1,167 @@
+package kafka
+
+import (
+	"errors"
+
+	"github.com/idemlog/idemlog/engine"
+	"github.com/idemlog/idemlog/kafka/group"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// offsetCommit stores a group's offsets at once (no transaction). A member
+// must be current (generation and member id, KIP-345's instance id); a
+// commit with generation -1 and no member id is a standalone consumer's,
+// accepted only while the group has no members.
+func (s *Server) offsetCommit(r *kmsg.OffsetCommitRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+	err := s.groups.ValidateCommit(r.Group, r.Generation, r.MemberID, r.InstanceID, false)
+	offsets := map[engine.TopicPartition]engine.OffsetAndMetadata{}
+	unknown := map[engine.TopicPartition]error{}
+	for _, rt := range r.Topics {
+		for _, p := range rt.Partitions {
+			tp := engine.TopicPartition{Topic: rt.Topic, Partition: p.Partition}
+			if _, perr := s.eng.Partition(rt.Topic, int(p.Partition)); perr != nil {
+				unknown[tp] = perr
+				continue
+			}
+			offsets[tp] = engine.OffsetAndMetadata{Offset: p.Offset, Metadata: deref(p.Metadata)}
+		}
+	}
+	if err == nil && len(offsets) > 0 {
+		err = s.eng.CommitOffsets(r.Group, offsets)
+	}
+	if r.Version >= 9 && errors.Is(err, group.ErrGroupIDNotFound) {
+		// Kafka 3.x+ answers a member commit to a group it does not know
+		// with GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before.
+		err = group.ErrGroupIDNotFound
+	}
+	code := s.code(kmsg.OffsetCommit, err)
+	for _, rt := range r.Topics {
+		t := kmsg.NewOffsetCommitResponseTopic()
+		t.Topic = rt.Topic
+		for _, p := range rt.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			if uerr := unknown[engine.TopicPartition{Topic: rt.Topic, Partition: p.Partition}]; uerr != nil && err == nil {
+				rp.ErrorCode = s.code(kmsg.OffsetCommit, uerr)
+			}
+			t.Partitions = append(t.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp
+}
+
+// fetchedOffset is one partition's answer to OffsetFetch.
+type fetchedOffset struct {
+	tp   engine.TopicPartition
+	om   engine.OffsetAndMetadata
+	code int16
+}
+
+// groupOffsets answers one group of an OffsetFetch. topics nil means all the
+// group's committed partitions. With requireStable (KIP-447), a partition
+// with a transactional commit still pending gets UNSTABLE_OFFSET_COMMIT,
+// which the client retries until the transaction ends.
+func (s *Server) groupOffsets(group string, topics map[string][]int32, all, requireStable bool) ([]fetchedOffset, int16) {
+	var tps []engine.TopicPartition
+	if !all {
+		for t, ps := range topics {
+			for _, p := range ps {
+				tps = append(tps, engine.TopicPartition{Topic: t, Partition: p})
+			}
+		}
+		if len(tps) == 0 {
+			return nil, 0
+		}
+	}
+	got, err := s.eng.FetchOffsets(group, tps, false)
+	if err != nil {
+		return nil, s.code(kmsg.OffsetFetch, err)
+	}
+	if all && requireStable {
+		if _, err := s.eng.FetchOffsets(group, nil, true); err != nil {
+			return nil, s.code(kmsg.OffsetFetch, err)
+		}
+	}
+	out := make([]fetchedOffset, 0, len(got))
+	for tp, om := range got {
+		f := fetchedOffset{tp: tp, om: om}
+		if requireStable && !all {
+			if _, err := s.eng.FetchOffsets(group, []engine.TopicPartition{tp}, true); errors.Is(err, engine.ErrUnstableOffsetCommit) {
+				f.code = s.code(kmsg.OffsetFetch, err)
+				f.om.Offset = -1
+			}
+		}
+		out = append(out, f)
+	}
+	return out, 0
+}
+
+func (s *Server) offsetFetch(r *kmsg.OffsetFetchRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
+	type req struct {
+		group  string
+		topics map[string][]int32
+		all    bool
+	}
+	var reqs []req
+	if r.Version < 8 {
+		q := req{group: r.Group, topics: map[string][]int32{}, all: r.Topics == nil}
+		for _, t := range r.Topics {
+			q.topics[t.Topic] = append(q.topics[t.Topic], t.Partitions...)
+		}
+		reqs = append(reqs, q)
+	} else {
+		for _, g := range r.Groups {
+			q := req{group: g.Group, topics: map[string][]int32{}, all: g.Topics == nil}
+			for _, t := range g.Topics {
+				q.topics[t.Topic] = append(q.topics[t.Topic], t.Partitions...)
+			}
+			reqs = append(reqs, q)
+		}
+	}
+	for _, q := range reqs {
+		got, code := s.groupOffsets(q.group, q.topics, q.all, r.RequireStable)
+		byTopic := map[string][]fetchedOffset{}
+		var order []string
+		for _, f := range got {
+			if _, ok := byTopic[f.tp.Topic]; !ok {
+				order = append(order, f.tp.Topic)
+			}
+			byTopic[f.tp.Topic] = append(byTopic[f.tp.Topic], f)
+		}
+		if r.Version < 8 {
+			resp.ErrorCode = code
+			for _, t := range order {
+				rt := kmsg.NewOffsetFetchResponseTopic()
+				rt.Topic = t
+				for _, f := range byTopic[t] {
+					p := kmsg.NewOffsetFetchResponseTopicPartition()
+					p.Partition, p.Offset, p.LeaderEpoch, p.ErrorCode = f.tp.Partition, f.om.Offset, -1, f.code
+					md := f.om.Metadata
+					p.Metadata = &md
+					rt.Partitions = append(rt.Partitions, p)
+				}
+				resp.Topics = append(resp.Topics, rt)
+			}
+			continue
+		}
+		g := kmsg.NewOffsetFetchResponseGroup()
+		g.Group, g.ErrorCode = q.group, code
+		for _, t := range order {
+			rt := kmsg.NewOffsetFetchResponseGroupTopic()
+			rt.Topic = t
+			for _, f := range byTopic[t] {
+				p := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+				p.Partition, p.Offset, p.LeaderEpoch, p.ErrorCode = f.tp.Partition, f.om.Offset, -1, f.code
+				md := f.om.Metadata
+				p.Metadata = &md
+				rt.Partitions = append(rt.Partitions, p)
+			}
+			g.Topics = append(g.Topics, rt)
+		}
+		resp.Groups = append(resp.Groups, g)
+	}
+	return resp
+}

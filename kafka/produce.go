@@ -1,0 +1,138 @@
+package kafka
+
+import (
+	"errors"
+	"time"
+
+	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/engine"
+	"github.com/idemlog/idemlog/errcode"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// produceWait is one partition's outstanding durability wait.
+type produceWait struct {
+	p    *engine.Partition
+	end  int64
+	slot *kmsg.ProduceResponseTopicPartition
+}
+
+// produce appends each partition's record batch as the client built it:
+// the engine validates it (length, magic 2, CRC-32C, sequence, epoch) and
+// stamps the base offset in its copy in the segment, never re-encoding.
+// Every partition is appended before any durability wait, so a request's
+// partitions share their syncs' time; the waits run in the connection's
+// writer (pending.finish), overlapping the requests pipelined behind.
+func (s *Server) produce(r *kmsg.ProduceRequest) pending {
+	start := time.Now()
+	resp := r.ResponseKind().(*kmsg.ProduceResponse)
+	var reqErr error
+	if r.Acks != -1 && r.Acks != 0 && r.Acks != 1 {
+		reqErr = ErrInvalidRequiredAcks
+	}
+	txnPID := int64(-1)
+	if reqErr == nil {
+		txnPID, reqErr = transactionalProducer(r)
+	}
+	var waits []produceWait
+	for ti := range r.Topics {
+		rt := &r.Topics[ti]
+		t := kmsg.NewProduceResponseTopic()
+		t.Topic = rt.Topic
+		t.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		resp.Topics = append(resp.Topics, t)
+		for pi := range rt.Partitions {
+			rp := &rt.Partitions[pi]
+			out := &resp.Topics[len(resp.Topics)-1].Partitions[pi]
+			*out = kmsg.NewProduceResponseTopicPartition()
+			out.Partition = rp.Partition
+			out.LogAppendTime = -1
+			err := reqErr
+			var p *engine.Partition
+			if err == nil {
+				p, err = s.eng.Partition(rt.Topic, int(rp.Partition))
+			}
+			if err == nil && txnPID >= 0 && !p.TxnOpen(txnPID) {
+				err = s.coord.Verify(*r.TransactionID, txnPID, batch.Batch(rp.Records).ProducerEpoch(),
+					engine.TopicPartitionRef{Topic: rt.Topic, Partition: rp.Partition})
+			}
+			if err == nil {
+				var res engine.AppendResult
+				var wait bool
+				res, wait, err = p.AppendNoWait(rp.Records)
+				if err == nil {
+					out.BaseOffset = res.BaseOffset
+					out.LogStartOffset = p.Log().LogStartOffset()
+					s.m.recordsIn.Add(float64(res.LastOffset - res.BaseOffset + 1))
+					if wait {
+						waits = append(waits, produceWait{p, res.LastOffset + 1, out})
+					}
+				}
+			}
+			if err != nil {
+				out.BaseOffset = -1
+				out.ErrorCode = s.produceCode(r.Version, err)
+			}
+		}
+	}
+	if r.Acks == 0 {
+		// No response at all; a wait would only delay the next request's.
+		return pending{}
+	}
+	p := pending{resp: resp}
+	p.finish = func() {
+		for _, w := range waits {
+			if err := w.p.Log().WaitDurable(w.end); err != nil {
+				w.slot.BaseOffset = -1
+				w.slot.ErrorCode = s.produceCode(r.Version, err)
+			}
+		}
+		s.m.appendLatency.Observe(time.Since(start).Seconds())
+	}
+	return p
+}
+
+// transactionalProducer checks a transactional produce: one transactional
+// producer per request (Kafka's rule), whose id is the request's
+// transactional id. It returns that producer's id, or -1 when the request
+// carries no transactional batch. Each partition must hold exactly one
+// batch (v3+), which the engine checks; here only the header is read.
+func transactionalProducer(r *kmsg.ProduceRequest) (int64, error) {
+	pid := int64(-1)
+	for ti := range r.Topics {
+		for _, rp := range r.Topics[ti].Partitions {
+			b := batch.Batch(rp.Records)
+			if len(b) < batch.HeaderSize || !b.IsTransactional() {
+				continue
+			}
+			if pid >= 0 && b.ProducerID() != pid {
+				return -1, engine.ErrInvalidProducerIDMapping
+			}
+			pid = b.ProducerID()
+		}
+	}
+	if pid >= 0 && (r.TransactionID == nil || *r.TransactionID == "") {
+		return -1, engine.ErrInvalidProducerIDMapping
+	}
+	return pid, nil
+}
+
+var (
+	errTransactionAbortable = errcode.New(kerr.TransactionAbortable.Code, "transaction abortable")
+	errInvalidProducerEpoch = errcode.New(errcode.InvalidProducerEpoch, "invalid producer epoch")
+)
+
+// produceCode is a produce error's code for the request's version: a
+// coordinator's PRODUCER_FENCED reaches producers as INVALID_PRODUCER_EPOCH,
+// and a partition missing from the transaction is TRANSACTION_ABORTABLE
+// from v11 (KIP-890), INVALID_TXN_STATE before.
+func (s *Server) produceCode(version int16, err error) int16 {
+	switch {
+	case errors.Is(err, engine.ErrProducerFenced):
+		err = errInvalidProducerEpoch
+	case errors.Is(err, engine.ErrInvalidTxnState) && version >= 11:
+		err = errTransactionAbortable
+	}
+	return s.code(kmsg.Produce, err)
+}

@@ -1,0 +1,171 @@
+package kafka
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/idemlog/idemlog/engine"
+	"github.com/idemlog/idemlog/internal/childproc"
+	"github.com/idemlog/idemlog/partition"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+var restartKills = flag.Int("restart.kills", 4, "SIGKILLs of the server during TestRestartUnderLoad")
+
+// TestServeChild is the child side of TestRestartUnderLoad: it serves the
+// directory and address it is given until it is killed.
+func TestServeChild(t *testing.T) {
+	dir, addr := os.Getenv("IDEMLOG_CHILD_DIR"), os.Getenv("IDEMLOG_CHILD_ADDR")
+	if dir == "" {
+		t.Skip("child process of TestRestartUnderLoad")
+	}
+	e, err := engine.Open(dir, engine.Options{Partition: partition.Options{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(e, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ln net.Listener
+	for i := 0; ; i++ {
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		if i == 100 {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fmt.Println("ready")
+	srv.Serve(ln)
+}
+
+// TestRestartUnderLoad: a transactional consume-transform-produce pipeline
+// (kgo's GroupTransactSession) runs while the server process is killed
+// with SIGKILL and restarted on the same data directory, several times.
+// The committed output holds every input record exactly once: no
+// duplicate (idempotence and transactions survive the crash) and no gap
+// (nothing acknowledged was lost).
+func TestRestartUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills processes")
+	}
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	start := func() *childproc.Child {
+		c := childproc.Start(t, "TestServeChild", "IDEMLOG_CHILD_DIR="+dir, "IDEMLOG_CHILD_ADDR="+addr)
+		for l := range c.Lines {
+			if l == "ready" {
+				return c
+			}
+		}
+		c.Abort()
+		t.Fatal("child exited before serving")
+		return nil
+	}
+	// child is replaced by the killer goroutine; the test reads it only
+	// after that goroutine is done (<-killed), or at cleanup via killed.
+	child := start()
+	killed := make(chan struct{})
+	killing := false
+	defer func() {
+		if killing {
+			<-killed
+		}
+		child.Abort()
+	}()
+
+	ts := &testServer{addr: addr}
+	admin := ts.client(t)
+	for _, topic := range []string{"in", "out"} {
+		if err := createTopic(t, admin, topic, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 3000
+	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.RetryTimeout(time.Minute), kgo.RecordRetries(1 << 30)}
+	prod := ts.client(t, append(opts, kgo.DefaultProduceTopic("in"))...)
+	sess, err := kgo.NewGroupTransactSession(append(opts, kgo.TransactionalID("etl"),
+		kgo.ConsumerGroup("g"), kgo.ConsumeTopics("in"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DefaultProduceTopic("out"),
+		kgo.SessionTimeout(6*time.Second))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+
+	ctx := ctxT(t)
+	produced := make(chan error, 1)
+	go func() {
+		for i := range n {
+			if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+				produced <- fmt.Errorf("produce %d: %w", i, err)
+				return
+			}
+		}
+		produced <- nil
+	}()
+	killing = true
+	go func() {
+		defer close(killed)
+		for range *restartKills {
+			time.Sleep(time.Duration(300+rand.IntN(700)) * time.Millisecond)
+			child.Kill()
+			child.Wait()
+			child = start()
+			t.Logf("server killed and restarted")
+		}
+	}()
+	done := map[string]bool{}
+	for len(done) < n && ctx.Err() == nil {
+		fs := sess.PollFetches(ctx)
+		if err := sess.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			sess.Produce(ctx, &kgo.Record{Value: append([]byte("out-"), r.Value...)}, nil)
+		})
+		committed, err := sess.End(ctx, kgo.TryCommit)
+		if err != nil {
+			t.Logf("end: %v (retrying)", err)
+			continue
+		}
+		if committed {
+			fs.EachRecord(func(r *kgo.Record) { done[string(r.Value)] = true })
+		}
+	}
+	<-killed
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("pipeline committed %d of %d inputs: %v", len(done), n, ctx.Err())
+	}
+	for _, check := range []struct{ topic, prefix string }{{"in", ""}, {"out", "out-"}} {
+		got := consume(t, ts, check.topic, n, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+		seen := map[string]int{}
+		for _, r := range got {
+			seen[string(r.Value)]++
+		}
+		for i := range n {
+			if c := seen[check.prefix+strconv.Itoa(i)]; c != 1 {
+				t.Errorf("%s: %s%d appears %d times", check.topic, check.prefix, i, c)
+			}
+		}
+		if len(got) != n {
+			t.Errorf("%s: %d records, want %d", check.topic, len(got), n)
+		}
+	}
+}

@@ -1,0 +1,426 @@
+package kafka
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/idemlog/idemlog/engine"
+	"github.com/idemlog/idemlog/kafka/group"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Options configure a Server. Zero fields take the documented defaults.
+type Options struct {
+	// Advertise is the host:port clients are told to dial (Metadata,
+	// FindCoordinator); empty: the listener's address.
+	Advertise string
+	// NodeID is the broker id the single node reports (0).
+	NodeID int32
+	// ClusterID is reported in Metadata ("idemlog").
+	ClusterID string
+	// MaxFrameSize caps a request frame; Kafka's socket.request.max.bytes
+	// is 100 MiB, the default.
+	MaxFrameSize int
+	// AutoCreateTopics creates a topic a client asks Metadata about, when
+	// the request allows it (Kafka's auto.create.topics.enable, on by
+	// default there and here), with DefaultPartitions partitions (1).
+	AutoCreateTopics  bool
+	DefaultPartitions int
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+	// Registerer, if set, gets the server's Prometheus collectors.
+	Registerer prometheus.Registerer
+	// Group configures the consumer-group coordinator.
+	Group group.Options
+	// MaintainInterval is how often transaction timeouts are enforced and
+	// expired producer and transactional ids dropped (1 s).
+	MaintainInterval time.Duration
+	// MaxPipeline is how many requests of one connection may be decoded
+	// and handled while earlier responses wait for their sync (8).
+	MaxPipeline int
+}
+
+func (o Options) withDefaults() Options {
+	if o.ClusterID == "" {
+		o.ClusterID = "idemlog"
+	}
+	if o.MaxFrameSize <= 0 {
+		o.MaxFrameSize = 100 << 20
+	}
+	if o.DefaultPartitions <= 0 {
+		o.DefaultPartitions = 1
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaintainInterval <= 0 {
+		o.MaintainInterval = time.Second
+	}
+	if o.MaxPipeline <= 0 {
+		o.MaxPipeline = 8
+	}
+	return o
+}
+
+// Server serves the Kafka protocol in front of one engine.
+type Server struct {
+	eng    *engine.Engine
+	coord  *engine.Coordinator
+	groups *group.Coordinator
+	opts   Options
+	log    *slog.Logger
+	m      *metrics
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// mu guards listeners and conns, for Close.
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[net.Conn]struct{}
+	closed    bool
+	wg        sync.WaitGroup
+
+	// host and port are what Metadata advertises; set by the first Serve
+	// when Options.Advertise is empty (under mu, read by handlers after).
+	host string
+	port int32
+}
+
+// New returns a server for e. The engine stays the caller's: Close does
+// not close it.
+func New(e *engine.Engine, opts Options) (*Server, error) {
+	opts = opts.withDefaults()
+	coord, err := e.Coordinator()
+	if err != nil {
+		return nil, fmt.Errorf("cannot start server: %w", err)
+	}
+	if opts.Group.Logger == nil {
+		opts.Group.Logger = opts.Logger
+	}
+	s := &Server{eng: e, coord: coord, opts: opts, log: opts.Logger,
+		groups:    group.New(opts.Group),
+		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if opts.Advertise != "" {
+		if err := s.setAdvertised(opts.Advertise); err != nil {
+			return nil, err
+		}
+	}
+	s.m = newMetrics(s)
+	if opts.Registerer != nil {
+		if err := s.m.register(opts.Registerer); err != nil {
+			return nil, fmt.Errorf("cannot register metrics: %w", err)
+		}
+	}
+	s.wg.Add(1)
+	go s.maintain()
+	return s, nil
+}
+
+func (s *Server) setAdvertised(hostport string) error {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return fmt.Errorf("cannot parse advertised address %q: %w", hostport, err)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return fmt.Errorf("cannot parse advertised port %q: %w", port, err)
+	}
+	s.host, s.port = host, int32(p)
+	return nil
+}
+
+func (s *Server) advertised() (string, int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.host, s.port
+}
+
+// Serve accepts connections on ln until Close. It returns nil after Close.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return net.ErrClosed
+	}
+	if s.host == "" {
+		if err := s.setAdvertised(ln.Addr().String()); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	s.log.Info("serving kafka protocol", "addr", ln.Addr().String())
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			delete(s.listeners, ln)
+			s.mu.Unlock()
+			if closed {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return fmt.Errorf("cannot accept: %w", err)
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			nc.Close()
+			return nil
+		}
+		s.conns[nc] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serveConn(nc)
+	}
+}
+
+// Close stops accepting, closes every connection (parked fetches and group
+// joins return at once) and waits for their goroutines. Requests being
+// handled finish first: an append either completes or never started.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	for c := range s.conns {
+		// Closing the read side only: a response in flight still goes out.
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.CloseRead()
+		} else {
+			c.Close()
+		}
+	}
+	s.mu.Unlock()
+	s.cancel()
+	s.groups.Close()
+	s.wg.Wait()
+	return nil
+}
+
+// maintain enforces transaction timeouts (an expired transaction is
+// aborted with a bumped epoch, fencing its producer) and drops producers
+// and transactional ids past their expiration.
+func (s *Server) maintain() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.opts.MaintainInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n, err := s.coord.AbortTimedOut(); err != nil {
+			s.log.Warn("cannot abort timed-out transactions", "err", err)
+		} else if n > 0 {
+			s.log.Info("aborted timed-out transactions", "count", n)
+		}
+		s.eng.ExpireProducers()
+		if _, err := s.coord.ExpireTransactionalIDs(); err != nil {
+			s.log.Warn("cannot expire transactional ids", "err", err)
+		}
+	}
+}
+
+// pending is a handled request whose response may still wait for a sync:
+// the connection's writer runs finish (which may wait, and may set error
+// codes in resp), encodes resp and then runs release (which returns read
+// chunks to their segments). resp nil: no response (acks=0).
+type pending struct {
+	correlation int32
+	resp        kmsg.Response
+	finish      func()
+	release     func()
+}
+
+// serveConn reads, handles and answers one connection's requests in order.
+// Requests are decoded and handled one at a time, as Kafka does; responses
+// go to a writer goroutine, so a produce's wait for its sync overlaps the
+// handling of the requests behind it (clients pipeline up to 5 produces),
+// and syncs of one connection's produces group.
+func (s *Server) serveConn(nc net.Conn) {
+	defer s.wg.Done()
+	s.m.conns.Inc()
+	defer s.m.conns.Dec()
+	log := s.log.With("remote", nc.RemoteAddr().String())
+	log.Debug("connection opened")
+	ctx, cancel := context.WithCancel(s.ctx)
+	out := make(chan pending, s.opts.MaxPipeline)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		s.writeResponses(nc, out, cancel, log)
+	}()
+	defer func() {
+		close(out)
+		<-writerDone
+		cancel()
+		nc.Close()
+		s.mu.Lock()
+		delete(s.conns, nc)
+		s.mu.Unlock()
+		log.Debug("connection closed")
+	}()
+	r := bufio.NewReaderSize(nc, 64<<10)
+	var buf []byte
+	for {
+		frame, b, err := readFrame(r, buf, s.opts.MaxFrameSize)
+		buf = b
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
+				log.Info("closing connection", "err", err)
+				s.m.badFrames.Inc()
+			}
+			return
+		}
+		s.m.bytesIn.Add(float64(len(frame) + 4))
+		h, req, err := parseRequest(frame)
+		if err != nil {
+			if errors.Is(err, ErrUnsupportedVersion) && h.key == kmsg.ApiVersions.Int16() {
+				out <- pending{correlation: h.correlation, resp: s.apiVersionsFallback()}
+				continue
+			}
+			log.Info("closing connection", "err", err, "key", h.key, "version", h.version, "client", h.clientID)
+			s.m.badFrames.Inc()
+			return
+		}
+		p := s.handle(ctx, h, req)
+		p.correlation = h.correlation
+		if big := 1 << 20; cap(buf) > big && len(frame) <= big {
+			buf = nil // do not pin one huge produce's buffer for the connection's life
+		}
+		select {
+		case out <- p:
+		case <-ctx.Done():
+			if p.release != nil {
+				p.release()
+			}
+			return
+		}
+	}
+}
+
+// writeResponses is a connection's writer: in request order it completes
+// each response, encodes it and writes; it flushes when no response is
+// ready behind the one written, so pipelined responses share a write.
+func (s *Server) writeResponses(nc net.Conn, in <-chan pending, cancel func(), log *slog.Logger) {
+	w := bufio.NewWriterSize(nc, 64<<10)
+	var enc []byte
+	failed := false
+	for p := range in {
+		if p.finish != nil {
+			p.finish()
+		}
+		if p.resp != nil && !failed {
+			enc = appendResponse(enc[:0], p.correlation, p.resp)
+			s.m.bytesOut.Add(float64(len(enc)))
+			if _, err := w.Write(enc); err != nil {
+				failed = true
+			}
+			if cap(enc) > 1<<20 {
+				enc = nil
+			}
+		}
+		if p.release != nil {
+			p.release()
+		}
+		if !failed && len(in) == 0 {
+			if err := w.Flush(); err != nil {
+				failed = true
+			}
+		}
+		if failed {
+			// The reader sees its context cancelled; the loop keeps
+			// draining so every chunk is released.
+			cancel()
+			log.Debug("cannot write response; closing")
+		}
+	}
+}
+
+// handle runs one request and returns its response.
+func (s *Server) handle(ctx context.Context, h header, req kmsg.Request) pending {
+	start := time.Now()
+	key := h.key
+	var p pending
+	switch r := req.(type) {
+	case *kmsg.ApiVersionsRequest:
+		p.resp = s.apiVersions(r)
+	case *kmsg.MetadataRequest:
+		p.resp = s.metadata(r)
+	case *kmsg.FindCoordinatorRequest:
+		p.resp = s.findCoordinator(r)
+	case *kmsg.ProduceRequest:
+		p = s.produce(r)
+	case *kmsg.FetchRequest:
+		p = s.fetch(ctx, r)
+	case *kmsg.ListOffsetsRequest:
+		p.resp = s.listOffsets(r)
+	case *kmsg.InitProducerIDRequest:
+		p.resp = s.initProducerID(r)
+	case *kmsg.AddPartitionsToTxnRequest:
+		p.resp = s.addPartitionsToTxn(r)
+	case *kmsg.AddOffsetsToTxnRequest:
+		p.resp = s.addOffsetsToTxn(r)
+	case *kmsg.EndTxnRequest:
+		p.resp = s.endTxn(r)
+	case *kmsg.TxnOffsetCommitRequest:
+		p.resp = s.txnOffsetCommit(r)
+	case *kmsg.OffsetCommitRequest:
+		p.resp = s.offsetCommit(r)
+	case *kmsg.OffsetFetchRequest:
+		p.resp = s.offsetFetch(r)
+	case *kmsg.JoinGroupRequest:
+		p.resp = s.groups.JoinGroup(group.WithClientID(ctx, h.clientID), r)
+	case *kmsg.SyncGroupRequest:
+		p.resp = s.groups.SyncGroup(ctx, r)
+	case *kmsg.HeartbeatRequest:
+		p.resp = s.groups.Heartbeat(r)
+	case *kmsg.LeaveGroupRequest:
+		p.resp = s.groups.LeaveGroup(r)
+	case *kmsg.CreateTopicsRequest:
+		p.resp = s.createTopics(r)
+	case *kmsg.DeleteTopicsRequest:
+		p.resp = s.deleteTopics(r)
+	case *kmsg.DeleteGroupsRequest:
+		p.resp = s.deleteGroups(r)
+	default:
+		panic(fmt.Sprintf("BUG: advertised key %d has no handler", key))
+	}
+	s.m.observe(key, time.Since(start))
+	return p
+}
+
+// code maps err to its Kafka error code and counts it under the request's
+// key; every error a response carries goes through here.
+func (s *Server) code(key kmsg.Key, err error) int16 {
+	c := errCode(err)
+	if c != 0 {
+		s.m.errors.WithLabelValues(key.Name(), strconv.Itoa(int(c))).Inc()
+	}
+	return c
+}

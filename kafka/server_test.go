@@ -1,0 +1,331 @@
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemlog/idemlog/engine"
+	"github.com/idemlog/idemlog/kafka/group"
+	"github.com/idemlog/idemlog/partition"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// testWriter sends log lines to the test's log.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(b), "\n"))
+	return len(b), nil
+}
+
+// testServer is an engine in a temp dir served on 127.0.0.1:0.
+type testServer struct {
+	eng  *engine.Engine
+	srv  *Server
+	addr string
+	dir  string
+}
+
+func startServer(t testing.TB, opts Options) *testServer {
+	t.Helper()
+	dir := t.TempDir()
+	return startServerDir(t, dir, opts)
+}
+
+func startServerDir(t testing.TB, dir string, opts Options) *testServer {
+	t.Helper()
+	e, err := engine.Open(dir, engine.Options{Partition: partition.Options{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Group.MinSessionTimeout == 0 {
+		opts.Group = group.Options{MinSessionTimeout: 100 * time.Millisecond, MaxSessionTimeout: time.Minute}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	srv, err := New(e, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	ts := &testServer{eng: e, srv: srv, addr: ln.Addr().String(), dir: dir}
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		e.Close()
+	})
+	return ts
+}
+
+func (ts *testServer) client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(ts.addr)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// consume reads every record of topic from the start up to n records.
+func consume(t testing.TB, ts *testServer, topic string, n int, opts ...kgo.Opt) []*kgo.Record {
+	t.Helper()
+	cl := ts.client(t, append([]kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
+	ctx := ctxT(t)
+	var out []*kgo.Record
+	for len(out) < n {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of %d records: %v", len(out), n, err)
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", tp, p, err) })
+		out = append(out, fs.Records()...)
+	}
+	return out
+}
+
+func TestProduceConsumeIdempotent(t *testing.T) {
+	ts := startServer(t, Options{})
+	if err := ts.eng.CreateTopic("t", 2); err != nil {
+		t.Fatal(err)
+	}
+	cl := ts.client(t, kgo.DefaultProduceTopic("t"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx := ctxT(t)
+	const n = 200
+	for i := range n {
+		r := &kgo.Record{Value: []byte(strconv.Itoa(i)), Partition: int32(i % 2)}
+		cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("produce: %v", err)
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := consume(t, ts, "t", n)
+	if len(got) != n {
+		t.Fatalf("consumed %d records, want %d", len(got), n)
+	}
+	seen := map[string]bool{}
+	next := map[int32]int64{}
+	for _, r := range got {
+		if seen[string(r.Value)] {
+			t.Fatalf("duplicate %s", r.Value)
+		}
+		seen[string(r.Value)] = true
+		if r.Offset != next[r.Partition] {
+			t.Fatalf("partition %d: offset %d, want %d", r.Partition, r.Offset, next[r.Partition])
+		}
+		next[r.Partition]++
+	}
+	for p := range 2 {
+		part, _ := ts.eng.Partition("t", p)
+		if part.Producers() != 1 {
+			t.Errorf("partition %d: %d producers, want 1 (idempotent)", p, part.Producers())
+		}
+	}
+}
+
+// rawConn speaks the protocol by hand, for the framing tests and exact
+// retries.
+type rawConn struct {
+	t    testing.TB
+	c    net.Conn
+	corr int32
+}
+
+func dial(t testing.TB, addr string) *rawConn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	return &rawConn{t: t, c: c}
+}
+
+func (rc *rawConn) send(req kmsg.Request) int32 {
+	rc.corr++
+	var frame []byte
+	frame = append(frame, 0, 0, 0, 0)
+	frame = binary.BigEndian.AppendUint16(frame, uint16(req.Key()))
+	frame = binary.BigEndian.AppendUint16(frame, uint16(req.GetVersion()))
+	frame = binary.BigEndian.AppendUint32(frame, uint32(rc.corr))
+	frame = binary.BigEndian.AppendUint16(frame, 4)
+	frame = append(frame, "test"...)
+	if req.IsFlexible() {
+		frame = append(frame, 0)
+	}
+	frame = req.AppendTo(frame)
+	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+	if _, err := rc.c.Write(frame); err != nil {
+		rc.t.Fatal(err)
+	}
+	return rc.corr
+}
+
+func (rc *rawConn) recv(resp kmsg.Response) {
+	rc.t.Helper()
+	var size [4]byte
+	if _, err := io.ReadFull(rc.c, size[:]); err != nil {
+		rc.t.Fatalf("read response: %v", err)
+	}
+	body := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(rc.c, body); err != nil {
+		rc.t.Fatal(err)
+	}
+	if got := int32(binary.BigEndian.Uint32(body)); got != rc.corr {
+		rc.t.Fatalf("correlation %d, want %d", got, rc.corr)
+	}
+	body = body[4:]
+	if resp.IsFlexible() && resp.Key() != kmsg.ApiVersions.Int16() {
+		body = body[1:] // empty header tags
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		rc.t.Fatalf("decode %T: %v", resp, err)
+	}
+}
+
+func (rc *rawConn) roundTrip(req kmsg.Request) kmsg.Response {
+	rc.t.Helper()
+	rc.send(req)
+	resp := req.ResponseKind()
+	rc.recv(resp)
+	return resp
+}
+
+// expectClosed asserts the server closed the connection.
+func (rc *rawConn) expectClosed() {
+	rc.t.Helper()
+	rc.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var b [1]byte
+	if n, err := rc.c.Read(b[:]); err == nil || n > 0 {
+		rc.t.Fatalf("connection still open (read %d bytes, %v)", n, err)
+	}
+}
+
+func TestApiVersions(t *testing.T) {
+	ts := startServer(t, Options{})
+	rc := dial(t, ts.addr)
+	for v := int16(0); v <= 4; v++ {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.Version = v
+		req.ClientSoftwareName, req.ClientSoftwareVersion = "test", "1"
+		resp := rc.roundTrip(req).(*kmsg.ApiVersionsResponse)
+		if resp.ErrorCode != 0 || len(resp.ApiKeys) != len(apis) {
+			t.Fatalf("v%d: error %d, %d keys", v, resp.ErrorCode, len(resp.ApiKeys))
+		}
+	}
+	// KIP-511: a version above the maximum gets v0's layout with
+	// UNSUPPORTED_VERSION and the table, and the connection stays open.
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version = 5
+	rc.send(req)
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.Version = 0
+	rc.recv(resp)
+	if resp.ErrorCode != kerr.UnsupportedVersion.Code || len(resp.ApiKeys) != len(apis) {
+		t.Fatalf("fallback: error %d, %d keys", resp.ErrorCode, len(resp.ApiKeys))
+	}
+	req.Version = 3
+	if resp := rc.roundTrip(req).(*kmsg.ApiVersionsResponse); resp.ErrorCode != 0 {
+		t.Fatalf("after fallback: error %d", resp.ErrorCode)
+	}
+}
+
+func TestVersionsWithinKmsg(t *testing.T) {
+	for _, a := range apis {
+		req := kmsg.RequestForKey(a.key.Int16())
+		if req == nil || a.max > req.MaxVersion() || a.min > a.max {
+			t.Errorf("%s: advertised %d-%d, kmsg max %d", a.key.Name(), a.min, a.max, req.MaxVersion())
+		}
+	}
+}
+
+func createTopic(t testing.TB, cl *kgo.Client, topic string, parts int) error {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, int32(parts), 1
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 5000
+	resp, err := req.RequestWith(ctxT(t), cl)
+	if err != nil {
+		return err
+	}
+	return kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+}
+
+// TestTopicsAdmin: create (and its errors), metadata with ids, delete.
+func TestTopicsAdmin(t *testing.T) {
+	ts := startServer(t, Options{})
+	cl := ts.client(t)
+	if err := createTopic(t, cl, "a", 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := createTopic(t, cl, "a", 3); err != kerr.TopicAlreadyExists {
+		t.Fatalf("again: %v", err)
+	}
+	if err := createTopic(t, cl, "../x", 1); err != kerr.InvalidTopicException {
+		t.Fatalf("bad name: %v", err)
+	}
+	if err := createTopic(t, cl, "b", 0); err != kerr.InvalidPartitions {
+		t.Fatalf("0 partitions: %v", err)
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	name := "a"
+	rt.Topic = &name
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctxT(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 3 || resp.Topics[0].TopicID == [16]byte{} {
+		t.Fatalf("metadata: %+v", resp.Topics)
+	}
+	id := resp.Topics[0].TopicID
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	for _, name := range []string{"a", "missing"} {
+		dt := kmsg.NewDeleteTopicsRequestTopic()
+		dt.Topic = &name
+		del.Topics = append(del.Topics, dt)
+	}
+	dresp, err := del.RequestWith(ctxT(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dresp.Topics[0].ErrorCode != 0 || dresp.Topics[1].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("delete: %+v", dresp.Topics)
+	}
+	if _, ok := ts.eng.TopicByID(id); ok {
+		t.Fatal("deleted topic's id still resolves")
+	}
+	if err := createTopic(t, cl, "a", 1); err != nil {
+		t.Fatalf("recreate: %v", err)
+	}
+}
