@@ -76,7 +76,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	if err := serve(serveConfig{listen: *listen, dir: *dir, sync: sync, advertise: *advertise,
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, serveConfig{listen: *listen, dir: *dir, sync: sync, advertise: *advertise,
 		metrics: *metricsAddr, autoCreate: *autoCreate, partitions: *partitions}, stdout, log); err != nil {
 		log.Error("serve failed", "err", err)
 		return exitFail
@@ -91,9 +93,9 @@ type serveConfig struct {
 	partitions                      int
 }
 
-func serve(c serveConfig, stdout io.Writer, log *slog.Logger) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+// serve runs until ctx is done (a signal, for the command) or the
+// listener fails.
+func serve(ctx context.Context, c serveConfig, stdout io.Writer, log *slog.Logger) error {
 	e, err := engine.Open(c.dir, engine.Options{Partition: partition.Options{Sync: c.sync}})
 	if err != nil {
 		return err
@@ -130,6 +132,7 @@ func serve(c serveConfig, stdout io.Writer, log *slog.Logger) error {
 		hs = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go hs.Serve(mln)
 		log.Info("serving metrics", "addr", mln.Addr().String())
+		fmt.Fprintf(stdout, "metrics on %s\n", mln.Addr())
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
