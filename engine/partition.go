@@ -175,8 +175,8 @@ func (p *Partition) appendIdempotent(v batch.Batch) (AppendResult, bool, error) 
 		return AppendResult{}, false, fmt.Errorf("cannot append producer %d to %s-%d: %w", pid, p.topic, p.index, err)
 	}
 	st := ent.State()
-	dup, err := producer.Check(st, v)
-	if err != nil || dup != nil {
+	dup, isDup, err := producer.Check(st, v)
+	if err != nil || isDup {
 		if created {
 			// An entry made for a batch that was not written holds no
 			// state; it must not count against the producer limit.

@@ -284,3 +284,55 @@ func BenchmarkOpenClean(b *testing.B) {
 	b.ReportMetric(float64(*openGiB), "GiB")
 	_ = fmt.Sprint()
 }
+
+// BenchmarkAppendPolicy: every sync policy on the same workload, 4
+// appenders of 1 KiB batches on one partition, each against write(2) of
+// the same bytes with an fdatasync at the group size the run observed
+// (plain write(2) when it made no sync): one table for benchstat.
+func BenchmarkAppendPolicy(b *testing.B) {
+	for _, pol := range []string{"never", "interval=10ms", "bytes=1048576", "always"} {
+		b.Run("policy="+pol, func(b *testing.B) {
+			sp, err := ParseSyncPolicy(pol)
+			if err != nil {
+				b.Fatal(err)
+			}
+			dir := b.TempDir()
+			v := benchBatch(b, 1<<10)
+			l, err := Open(filepath.Join(dir, "t-0"), Options{Sync: sp})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			b.SetBytes(int64(len(v)))
+			b.ReportAllocs()
+			syncs0 := l.sync.syncs.Load()
+			const appenders = 4
+			per := (b.N + appenders - 1) / appenders
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			for range appenders {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range per {
+						if _, err := l.Append(v); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			n := int64(per * appenders)
+			syncs := l.sync.syncs.Load() - syncs0
+			group := 0
+			if syncs > 0 {
+				group = max(1, int(n/syncs))
+				b.ReportMetric(float64(n)/float64(syncs), "appends/sync")
+			}
+			base := baselineWrite(b, dir, len(v), int(min(n*int64(len(v)), 256<<20)), group)
+			report(b, n*int64(len(v)), base)
+		})
+	}
+}

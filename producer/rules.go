@@ -33,41 +33,42 @@ type Duplicate struct {
 func known(s *pidtable.State) bool { return s.EpochPlus1 != 0 || s.Count != 0 }
 
 // Check applies the rules to a data batch b with a producer id against the
-// producer's state s, which it does not change. dup is non-nil for an exact
-// retry of a cached batch.
-func Check(s *pidtable.State, b batch.Batch) (dup *Duplicate, err error) {
+// producer's state s, which it does not change. isDup is set, with the
+// original's offsets and timestamp in dup, for an exact retry of a cached
+// batch. (A value, not a pointer: the retry path allocates nothing.)
+func Check(s *pidtable.State, b batch.Batch) (dup Duplicate, isDup bool, err error) {
 	e, first := b.ProducerEpoch(), b.BaseSequence()
 	last := b.LastSequence()
 	if !known(s) {
-		return nil, checkTxn(s, b)
+		return Duplicate{}, false, checkTxn(s, b)
 	}
 	stored := s.Epoch()
 	if e == stored {
 		for i := s.Len() - 1; i >= 0; i-- {
 			m := s.At(i)
 			if m.LastSeq == last && batch.FirstSequence(m.LastSeq, m.OffsetDelta) == first {
-				return &Duplicate{BaseOffset: m.LastOffset - int64(m.OffsetDelta), LastOffset: m.LastOffset, Timestamp: m.Timestamp}, nil
+				return Duplicate{BaseOffset: m.LastOffset - int64(m.OffsetDelta), LastOffset: m.LastOffset, Timestamp: m.Timestamp}, true, nil
 			}
 		}
 	}
 	switch {
 	case e < stored:
-		return nil, fmt.Errorf("cannot append producer %d epoch %d: stored epoch %d: %w", b.ProducerID(), e, stored, ErrInvalidProducerEpoch)
+		return Duplicate{}, false, fmt.Errorf("cannot append producer %d epoch %d: stored epoch %d: %w", b.ProducerID(), e, stored, ErrInvalidProducerEpoch)
 	case e > stored:
 		if first != 0 && stored != batch.NoProducerEpoch {
-			return nil, fmt.Errorf("cannot append producer %d: new epoch %d starts at sequence %d, not 0: %w", b.ProducerID(), e, first, ErrOutOfOrderSequence)
+			return Duplicate{}, false, fmt.Errorf("cannot append producer %d: new epoch %d starts at sequence %d, not 0: %w", b.ProducerID(), e, first, ErrOutOfOrderSequence)
 		}
 	default:
 		newest := s.Newest()
 		if newest == nil {
 			if first != 0 {
-				return nil, fmt.Errorf("cannot append producer %d epoch %d: sequence %d with no batch cached: %w", b.ProducerID(), e, first, ErrOutOfOrderSequence)
+				return Duplicate{}, false, fmt.Errorf("cannot append producer %d epoch %d: sequence %d with no batch cached: %w", b.ProducerID(), e, first, ErrOutOfOrderSequence)
 			}
 		} else if !inSequence(newest.LastSeq, first) {
-			return nil, fmt.Errorf("cannot append producer %d epoch %d: sequence %d after %d: %w", b.ProducerID(), e, first, newest.LastSeq, ErrOutOfOrderSequence)
+			return Duplicate{}, false, fmt.Errorf("cannot append producer %d epoch %d: sequence %d after %d: %w", b.ProducerID(), e, first, newest.LastSeq, ErrOutOfOrderSequence)
 		}
 	}
-	return nil, checkTxn(s, b)
+	return Duplicate{}, false, checkTxn(s, b)
 }
 
 // inSequence reports whether first follows last: last+1, or 0 after the

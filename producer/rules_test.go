@@ -39,8 +39,11 @@ type producerLog struct {
 
 func (l *producerLog) append(t *testing.T, b batch.Batch) (base int64, dup *Duplicate, err error) {
 	t.Helper()
-	dup, err = Check(&l.s, b)
-	if err != nil || dup != nil {
+	d, isDup, err := Check(&l.s, b)
+	if err != nil || isDup {
+		if isDup {
+			dup = &d
+		}
 		return -1, dup, err
 	}
 	base = l.leo
@@ -215,7 +218,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	var r pidtable.State
 	entries[0].Restore(&r)
 	// After restore, a retry of the newest batch is still a duplicate.
-	if dup, err := Check(&r, mk(t, 7, 2, 40, 3, true)); err != nil || dup == nil || dup.BaseOffset != 500 {
+	if dup, isDup, err := Check(&r, mk(t, 7, 2, 40, 3, true)); err != nil || !isDup || dup.BaseOffset != 500 {
 		t.Fatalf("retry after restore: %v %v", dup, err)
 	}
 	// Empty snapshot: 10 bytes.
