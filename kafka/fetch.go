@@ -91,7 +91,11 @@ func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) pending {
 		cases = cases[:len(waitOn)]
 	}
 	s.m.fetchLatency.Observe(time.Since(start).Seconds())
-	return pending{resp: resp, release: f.release}
+	size := 0
+	for i := range f.chunks {
+		size += len(f.chunks[i].Data)
+	}
+	return pending{resp: resp, release: f.release, size: size}
 }
 
 // readFetch builds one fetch response from the partitions' current state.

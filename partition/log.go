@@ -257,7 +257,7 @@ func (l *Log) writeLocked(v batch.Batch) (res AppendResult, err error) {
 		// Half the prefaulted run is used: ask for the next one.
 		l.prefaulted = size + l.prefaultAhead()
 		if seg.acquire() {
-			l.submit(task{kind: taskPrefault, seg: seg, cursor: size})
+			l.submit(task{kind: taskPrefault, seg: seg, cursor: size, populate: seg.ThroughMapping(int64(len(v)))})
 		}
 	}
 	return AppendResult{BaseOffset: base, LastOffset: last}, nil

@@ -57,6 +57,9 @@ type task struct {
 	seg    *segRef
 	end    int64 // seal: the offset after the segment
 	cursor int64 // prefault: the writer's position
+	// populate: prefault pages, not only reserve blocks, because the
+	// append that asked went through the mapping (the next ones likely will)
+	populate bool
 	done   chan struct{}
 	// seal: the producer snapshot at end, written before the recovery
 	// point moves past it.
@@ -102,7 +105,7 @@ func (l *Log) runMaintainer() {
 			}
 			l.maint.spareWanted.Store(false)
 		case taskPrefault:
-			_ = t.seg.Prepare(t.cursor, l.prefaultAhead())
+			_ = t.seg.Prepare(t.cursor, l.prefaultAhead(), t.populate)
 			t.seg.release()
 		}
 	}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/idemlog/idemlog/mmap"
+)
+
+// rawPeer is the machine's own speed, the floor every peer stands on: each
+// batch's values laid end to end, written with one pwrite(2) into a file
+// preallocated with fallocate (so no write extends the file), followed by
+// an fdatasync when the workload syncs. No framing, no index, no
+// deduplication.
+var rawPeer = storagePeer{name: "raw", about: "pwrite(2) of the batch's values into a fallocated file (+ fdatasync per batch)", open: openRaw}
+
+type rawWriter struct {
+	f    *os.File
+	off  int64
+	sync bool
+	buf  []byte
+}
+
+func openRaw(dir string, w workload) (storageWriter, error) {
+	f, err := os.Create(filepath.Join(dir, "raw"))
+	if err != nil {
+		return nil, fmt.Errorf("cannot create raw file: %w", err)
+	}
+	if err := mmap.Fallocate(f, 0, int64(w.Records)*int64(w.Size)); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cannot preallocate raw file: %w", err)
+	}
+	return &rawWriter{f: f, sync: w.Sync, buf: make([]byte, 0, w.Size*w.PerBatch)}, nil
+}
+
+func (r *rawWriter) write(recs [][]byte) error {
+	r.buf = r.buf[:0]
+	for _, v := range recs {
+		r.buf = append(r.buf, v...)
+	}
+	if _, err := r.f.WriteAt(r.buf, r.off); err != nil {
+		return fmt.Errorf("cannot write: %w", err)
+	}
+	r.off += int64(len(r.buf))
+	if r.sync {
+		if err := unix.Fdatasync(int(r.f.Fd())); err != nil {
+			return fmt.Errorf("cannot fdatasync: %w", err)
+		}
+	}
+	return nil
+}
+
+func (r *rawWriter) finish() error { return nil }
+func (r *rawWriter) close() error  { return r.f.Close() }
