@@ -216,3 +216,44 @@ func TestProduceRetryReturnsOriginalOffsets(t *testing.T) {
 		t.Fatalf("high watermark %d, want 7", hw)
 	}
 }
+
+// TestProduceTransactionalMixedRecords: a transactional produce whose other
+// partition carries a truncated batch gets a typed error for that
+// partition (and INVALID_TXN_STATE for the one not added to the
+// transaction), and the connection stays up. (The verification once read
+// the epoch of the truncated records: a panic.)
+func TestProduceTransactionalMixedRecords(t *testing.T) {
+	ts := startServer(t, Options{})
+	if err := ts.eng.CreateTopic("t", 2); err != nil {
+		t.Fatal(err)
+	}
+	rc := dial(t, ts.addr)
+	id := "tx"
+	ip := kmsg.NewPtrInitProducerIDRequest()
+	ip.TransactionalID, ip.TransactionTimeoutMillis = &id, 10000
+	ipr := rc.roundTrip(ip).(*kmsg.InitProducerIDResponse)
+	if ipr.ErrorCode != 0 {
+		t.Fatal(ipr.ErrorCode)
+	}
+	bld := batch.NewBuilder(batch.CodecNone)
+	bld.SetProducer(ipr.ProducerID, ipr.ProducerEpoch, 0)
+	bld.SetTransactional(true)
+	bld.Append(1, nil, []byte("v"), nil)
+	txb, err := bld.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := produceReq("t", map[int32][]byte{0: append([]byte(nil), txb...), 1: []byte{1, 2, 3}})
+	req.TransactionID = &id
+	resp := rc.roundTrip(req).(*kmsg.ProduceResponse)
+	codes := map[int32]int16{}
+	for _, p := range resp.Topics[0].Partitions {
+		codes[p.Partition] = p.ErrorCode
+	}
+	if codes[0] != kerr.InvalidTxnState.Code || codes[1] != kerr.CorruptMessage.Code {
+		t.Fatalf("codes %v", codes)
+	}
+	if resp := rc.roundTrip(kmsg.NewPtrApiVersionsRequest()).(*kmsg.ApiVersionsResponse); resp.ErrorCode != 0 {
+		t.Fatal("connection unusable after the request")
+	}
+}

@@ -18,6 +18,7 @@ type metrics struct {
 	bytesFetched  prometheus.Counter
 	recordsIn     prometheus.Counter
 	badFrames     prometheus.Counter
+	panics        prometheus.Counter
 	conns         prometheus.Gauge
 	appendLatency prometheus.Histogram
 	fetchLatency  prometheus.Histogram
@@ -47,6 +48,7 @@ func newMetrics(s *Server) *metrics {
 		bytesFetched: prometheus.NewCounter(prometheus.CounterOpts{Name: "idemlog_kafka_fetched_bytes_total", Help: "Record batch bytes returned by fetches."}),
 		recordsIn:    prometheus.NewCounter(prometheus.CounterOpts{Name: "idemlog_kafka_produced_records_total", Help: "Records appended by produce requests (duplicates count once per retry)."}),
 		badFrames:    prometheus.NewCounter(prometheus.CounterOpts{Name: "idemlog_kafka_bad_frames_total", Help: "Connections closed for a malformed, oversized or unsupported request."}),
+		panics:       prometheus.NewCounter(prometheus.CounterOpts{Name: "idemlog_kafka_handler_panics_total", Help: "Requests whose handler panicked (a bug): the connection was closed."}),
 		conns:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "idemlog_kafka_connections", Help: "Open client connections."}),
 		appendLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "idemlog_append_seconds",
 			Help: "Produce request latency, appends and the sync policy's wait.", Buckets: latencyBuckets}),
@@ -85,7 +87,7 @@ func newMetrics(s *Server) *metrics {
 
 func (m *metrics) register(r prometheus.Registerer) error {
 	cs := []prometheus.Collector{m.requests, m.errors, m.requestTime, m.bytesIn, m.bytesOut, m.bytesFetched,
-		m.recordsIn, m.badFrames, m.conns, m.appendLatency, m.fetchLatency}
+		m.recordsIn, m.badFrames, m.panics, m.conns, m.appendLatency, m.fetchLatency}
 	for _, c := range append(cs, m.gauges...) {
 		if err := r.Register(c); err != nil {
 			return err

@@ -53,8 +53,9 @@ func (s *Server) produce(r *kmsg.ProduceRequest) pending {
 			if err == nil {
 				p, err = s.eng.Partition(rt.Topic, int(rp.Partition))
 			}
-			if err == nil && txnPID >= 0 && !p.TxnOpen(txnPID) {
-				err = s.coord.Verify(*r.TransactionID, txnPID, batch.Batch(rp.Records).ProducerEpoch(),
+			if b := batch.Batch(rp.Records); err == nil && txnPID >= 0 && len(b) >= batch.HeaderSize &&
+				b.IsTransactional() && !p.TxnOpen(txnPID) {
+				err = s.coord.Verify(*r.TransactionID, txnPID, b.ProducerEpoch(),
 					engine.TopicPartitionRef{Topic: rt.Topic, Partition: rp.Partition})
 			}
 			if err == nil {

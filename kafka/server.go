@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -312,7 +313,10 @@ func (s *Server) serveConn(nc net.Conn) {
 			s.m.badFrames.Inc()
 			return
 		}
-		p := s.handle(ctx, h, req)
+		p, ok := s.handleSafely(ctx, h, req, log)
+		if !ok {
+			return
+		}
 		p.correlation = h.correlation
 		if big := 1 << 20; cap(buf) > big && len(frame) <= big {
 			buf = nil // do not pin one huge produce's buffer for the connection's life
@@ -379,6 +383,21 @@ func (s *Server) writeResponses(nc net.Conn, in <-chan pending, cancel func(), l
 			log.Debug("cannot write response; closing")
 		}
 	}
+}
+
+// handleSafely is handle, with a panic (a bug) confined to its
+// connection: it is logged with its stack and the connection closed, and
+// the server goes on serving everyone else.
+func (s *Server) handleSafely(ctx context.Context, h header, req kmsg.Request, log *slog.Logger) (p pending, ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.m.panics.Inc()
+			log.Error("BUG: request handler panicked; closing the connection",
+				"key", h.key, "version", h.version, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			ok = false
+		}
+	}()
+	return s.handle(ctx, h, req), true
 }
 
 // handle runs one request and returns its response.
