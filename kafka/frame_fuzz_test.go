@@ -3,9 +3,9 @@ package kafka
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"

@@ -60,7 +60,7 @@ type task struct {
 	// populate: prefault pages, not only reserve blocks, because the
 	// append that asked went through the mapping (the next ones likely will)
 	populate bool
-	done   chan struct{}
+	done     chan struct{}
 	// seal: the producer snapshot at end, written before the recovery
 	// point moves past it.
 	snapshot []byte
