@@ -45,6 +45,8 @@ type Coordinator struct {
 	mu    sync.Mutex
 	txns  map[string]*txnMeta
 	value []byte
+	// waits is complete's scratch list of marker syncs (under mu).
+	waits []DurableWait
 	// stopAfterMarkers, for crash tests: end an EndTxn after writing this
 	// many markers (> 0), as if the process died there.
 	stopAfterMarkers int
@@ -395,16 +397,33 @@ func (c *Coordinator) endLocked(m *txnMeta, commit, fence bool) error {
 // the ones written before a crash.
 func (c *Coordinator) complete(m *txnMeta) error {
 	commit := m.state == TxnPrepareCommit
+	// Every marker is appended first and the syncs they need awaited
+	// together (WaitAll): under SyncAlways a commit over N partitions pays
+	// one sync's latency for its markers, not N.
+	waits := c.waits[:0]
+	defer func() { c.waits = waits[:0] }()
 	for i, tp := range m.partitions {
 		if c.stopAfterMarkers > 0 && i == c.stopAfterMarkers {
+			WaitAll(waits)
 			return errCrashTest
 		}
 		p, err := c.e.Partition(tp.Topic, int(tp.Partition))
 		if err != nil {
 			continue // deleted since: Kafka drops such markers
 		}
-		if _, err := p.WriteMarker(producer.Marker{ProducerID: m.pid, Epoch: m.epoch, Commit: commit, Strict: m.tv2}); err != nil {
-			return fmt.Errorf("cannot complete transaction %q: %w", m.id, err)
+		res, wait, err := p.writeMarker(producer.Marker{ProducerID: m.pid, Epoch: m.epoch, Commit: commit, Strict: m.tv2})
+		if err != nil {
+			WaitAll(waits)
+			return fmt.Errorf("cannot complete transaction %q: %w", m.id, p.gone(err))
+		}
+		if wait {
+			waits = append(waits, DurableWait{P: p, End: res.LastOffset + 1})
+		}
+	}
+	WaitAll(waits)
+	for _, w := range waits {
+		if w.Err != nil {
+			return fmt.Errorf("cannot complete transaction %q: %w", m.id, w.Err)
 		}
 	}
 	next := *m

@@ -1,6 +1,9 @@
 package engine
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // Entry points for a network front end (the kafka package), which pipelines
 // durability waits and addresses the offsets store by group.
@@ -80,4 +83,34 @@ func (c *Coordinator) OpenTransactions() int {
 		}
 	}
 	return n
+}
+
+// DurableWait is one partition's outstanding wait for its sync policy's
+// promise: offsets below End durable (or visible, per the policy).
+type DurableWait struct {
+	P   *Partition
+	End int64
+	Err error // set by WaitAll
+}
+
+// WaitAll waits for every ws[i] at once, so the partitions' syncs run side
+// by side instead of one after another (a request or a transaction that
+// touched several partitions under SyncAlways pays one sync's latency, not
+// one per partition). Each partition's group-commit leader is the goroutine
+// that waits on it, hence one goroutine per partition beyond the first.
+func WaitAll(ws []DurableWait) {
+	switch len(ws) {
+	case 0:
+		return
+	case 1:
+		ws[0].Err = ws[0].P.gone(ws[0].P.log.WaitDurable(ws[0].End))
+		return
+	}
+	var wg sync.WaitGroup
+	for i := 1; i < len(ws); i++ {
+		w := &ws[i]
+		wg.Go(func() { w.Err = w.P.gone(w.P.log.WaitDurable(w.End)) })
+	}
+	ws[0].Err = ws[0].P.gone(ws[0].P.log.WaitDurable(ws[0].End))
+	wg.Wait()
 }

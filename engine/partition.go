@@ -373,9 +373,22 @@ func (p *Partition) replayBatch(b batch.Batch) error {
 // producer to its epoch, so a bumped marker fences the producer's older
 // instance.
 func (p *Partition) WriteMarker(m producer.Marker) (AppendResult, error) {
+	res, wait, err := p.writeMarker(m)
+	if err == nil && wait {
+		err = p.gone(p.log.WaitDurable(res.LastOffset + 1))
+	}
+	if err != nil {
+		return AppendResult{}, err
+	}
+	return res, nil
+}
+
+// writeMarker is WriteMarker without the wait for the sync policy: when
+// wait is true the caller must WaitDurable(res.LastOffset+1).
+func (p *Partition) writeMarker(m producer.Marker) (res AppendResult, wait bool, err error) {
 	ent, created, err := p.producers.Acquire(m.ProducerID)
 	if err != nil {
-		return AppendResult{}, fmt.Errorf("cannot write marker to %s-%d: %w", p.topic, p.index, err)
+		return AppendResult{}, false, fmt.Errorf("cannot write marker to %s-%d: %w", p.topic, p.index, err)
 	}
 	st := ent.State()
 	if err := producer.CheckMarker(st, m); err != nil {
@@ -384,7 +397,7 @@ func (p *Partition) WriteMarker(m producer.Marker) (AppendResult, error) {
 		} else {
 			p.producers.Release(ent)
 		}
-		return AppendResult{}, fmt.Errorf("cannot write marker to %s-%d: %w", p.topic, p.index, err)
+		return AppendResult{}, false, fmt.Errorf("cannot write marker to %s-%d: %w", p.topic, p.index, err)
 	}
 	typ := batch.ControlAbort
 	if m.Commit {
@@ -402,19 +415,14 @@ func (p *Partition) WriteMarker(m producer.Marker) (AppendResult, error) {
 		p.producers.Release(ent)
 	}
 	if err != nil {
-		return AppendResult{}, p.gone(fmt.Errorf("cannot write marker to %s-%d: %w", p.topic, p.index, err))
+		return AppendResult{}, false, p.gone(fmt.Errorf("cannot write marker to %s-%d: %w", p.topic, p.index, err))
 	}
 	if indexErr != nil {
 		// The marker is in the log; the transaction stays open (see
 		// applyMarker) and the error reaches the coordinator, which retries.
-		return AppendResult{}, fmt.Errorf("cannot index abort in %s-%d: %w", p.topic, p.index, indexErr)
+		return AppendResult{}, false, fmt.Errorf("cannot index abort in %s-%d: %w", p.topic, p.index, indexErr)
 	}
-	if wait {
-		if err := p.log.WaitDurable(r.LastOffset + 1); err != nil {
-			return AppendResult{}, p.gone(err)
-		}
-	}
-	return AppendResult{BaseOffset: r.BaseOffset, LastOffset: r.LastOffset, LogAppendTime: -1}, nil
+	return AppendResult{BaseOffset: r.BaseOffset, LastOffset: r.LastOffset, LogAppendTime: -1}, wait, nil
 }
 
 // LastStableOffset is Kafka's LSO: the first offset of the oldest open

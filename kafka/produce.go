@@ -83,8 +83,15 @@ func (s *Server) produce(r *kmsg.ProduceRequest) pending {
 	}
 	p := pending{resp: resp}
 	p.finish = func() {
-		for _, w := range waits {
-			if err := w.p.Log().WaitDurable(w.end); err != nil {
+		ws := make([]engine.DurableWait, len(waits))
+		for i, w := range waits {
+			ws[i] = engine.DurableWait{P: w.p, End: w.end}
+		}
+		// The partitions' syncs run side by side: a request over N
+		// partitions under fsync always waits about one sync, not N.
+		engine.WaitAll(ws)
+		for i, w := range waits {
+			if err := ws[i].Err; err != nil {
 				w.slot.BaseOffset = -1
 				w.slot.ErrorCode = s.produceCode(r.Version, err)
 			}
