@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 )
@@ -113,4 +114,21 @@ func WaitAll(ws []DurableWait) {
 	}
 	ws[0].Err = ws[0].P.gone(ws[0].P.log.WaitDurable(ws[0].End))
 	wg.Wait()
+}
+
+// ApplyRetention applies every partition's retention (time and size; the
+// internal topics have none) and returns how many segments were deleted.
+// Embedders call it periodically, as Kafka's log.retention.check.interval.ms
+// does; the Kafka listener runs it on its maintenance tick.
+func (e *Engine) ApplyRetention() (int, error) {
+	n := 0
+	var errs []error
+	for _, p := range *e.parts.Load() {
+		d, err := p.log.ApplyRetention()
+		n += d
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cannot apply retention to %s-%d: %w", p.topic, p.index, err))
+		}
+	}
+	return n, errors.Join(errs...)
 }

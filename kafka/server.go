@@ -45,6 +45,9 @@ type Options struct {
 	// MaintainInterval is how often transaction timeouts are enforced and
 	// expired producer and transactional ids dropped (1 s).
 	MaintainInterval time.Duration
+	// RetentionInterval is how often segments past their topic's retention
+	// are deleted (Kafka's log.retention.check.interval.ms: 5 minutes).
+	RetentionInterval time.Duration
 	// MaxPipeline is how many requests of one connection may be decoded
 	// and handled while earlier responses wait for their sync (8).
 	MaxPipeline int
@@ -65,6 +68,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaintainInterval <= 0 {
 		o.MaintainInterval = time.Second
+	}
+	if o.RetentionInterval <= 0 {
+		o.RetentionInterval = 5 * time.Minute
 	}
 	if o.MaxPipeline <= 0 {
 		o.MaxPipeline = 8
@@ -223,17 +229,26 @@ func (s *Server) Close() error {
 }
 
 // maintain enforces transaction timeouts (an expired transaction is
-// aborted with a bumped epoch, fencing its producer) and drops producers
-// and transactional ids past their expiration.
+// aborted with a bumped epoch, fencing its producer), drops producers and
+// transactional ids past their expiration, and applies retention.
 func (s *Server) maintain() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.opts.MaintainInterval)
 	defer t.Stop()
+	lastRetention := time.Now()
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
+		}
+		if time.Since(lastRetention) >= s.opts.RetentionInterval {
+			lastRetention = time.Now()
+			if n, err := s.eng.ApplyRetention(); err != nil {
+				s.log.Warn("cannot apply retention", "err", err)
+			} else if n > 0 {
+				s.log.Info("retention deleted segments", "count", n)
+			}
 		}
 		if n, err := s.coord.AbortTimedOut(); err != nil {
 			s.log.Warn("cannot abort timed-out transactions", "err", err)

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"os"
 	"encoding/binary"
 	"io"
 	"log/slog"
@@ -327,5 +328,29 @@ func TestTopicsAdmin(t *testing.T) {
 	}
 	if err := createTopic(t, cl, "a", 1); err != nil {
 		t.Fatalf("recreate: %v", err)
+	}
+}
+
+// TestRetentionTick: the server's maintenance applies topic retention.
+func TestRetentionTick(t *testing.T) {
+	ts := startServer(t, Options{MaintainInterval: 20 * time.Millisecond, RetentionInterval: 20 * time.Millisecond})
+	if err := ts.eng.CreateTopicWithConfig("r", 1, map[string]string{"retention.bytes": "1", "segment.bytes": "4096"}); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := ts.eng.Partition("r", 0)
+	for i := range 100 {
+		if _, err := p.Append(buildBatch(t, -1, 0, 0, 10)); err != nil {
+			t.Fatal(i, err)
+		}
+	}
+	if ents, _ := os.ReadDir(p.Log().Dir()); len(ents) < 6 {
+		t.Fatalf("no roll: %d files", len(ents))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Log().LogStartOffset() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("retention never deleted a segment")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -104,7 +104,11 @@ type serveConfig struct {
 // serve runs until ctx is done (a signal, for the command) or the
 // listener fails.
 func serve(ctx context.Context, c serveConfig, stdout io.Writer, log *slog.Logger) error {
-	e, err := engine.Open(c.dir, engine.Options{Partition: partition.Options{Sync: c.sync}})
+	// Under fsync always, consumers see only what is on disk (the high
+	// watermark moves after the sync), as a Kafka consumer sees only what
+	// is replicated: nothing a consumer read can vanish in a crash.
+	e, err := engine.Open(c.dir, engine.Options{Partition: partition.Options{Sync: c.sync,
+		DurableVisibility: c.sync.Kind == partition.SyncAlways}})
 	if err != nil {
 		return err
 	}
