@@ -2,11 +2,11 @@ package kafka
 
 import (
 	"context"
-	"os"
 	"encoding/binary"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
