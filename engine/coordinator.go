@@ -96,6 +96,13 @@ func (c *Coordinator) sweepOrphans() error {
 	for _, m := range c.txns {
 		byPID[m.pid] = m
 	}
+	for _, m := range c.txns {
+		// The end that rotated the id's producer id wrote its markers with
+		// the previous one.
+		if m.prevPID >= 0 && m.epoch == 0 && byPID[m.prevPID] == nil {
+			byPID[m.prevPID] = m
+		}
+	}
 	for _, p := range c.e.Partitions() {
 		if p == c.log {
 			continue
@@ -103,27 +110,37 @@ func (c *Coordinator) sweepOrphans() error {
 		tp := TopicPartitionRef{Topic: p.topic, Partition: int32(p.index)}
 		for pid := range p.openTransactions() {
 			m := byPID[pid]
-			if m != nil && m.state == TxnOngoing && containsTP(m.partitions, tp) {
+			if m != nil && m.pid == pid && m.state == TxnOngoing && containsTP(m.partitions, tp) {
 				continue // live: EndTxn or the timeout ends it
 			}
 			epoch, err := p.producerEpoch(pid)
 			if err != nil {
 				return err
 			}
-			txnEpoch := int16(-2)
-			if m != nil {
-				txnEpoch = m.epoch
-				if m.tv2 {
-					txnEpoch = m.lastEpoch
-				}
-			}
-			commit := m != nil && m.state == TxnCompleteCommit && txnEpoch == epoch
+			commit := m != nil && m.state == TxnCompleteCommit && committedEpoch(m, pid) == epoch
 			if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: commit}); err != nil {
 				return fmt.Errorf("cannot end orphan transaction of producer %d in %s-%d: %w", pid, p.topic, p.index, err)
 			}
 		}
 	}
 	return nil
+}
+
+// committedEpoch is the epoch that the data of m's last committed
+// transaction carries under producer id pid (m is CompleteCommit): the
+// current epoch with version 1; with version 2 the one before the end's
+// bump, or, if that end rotated the producer id, the previous id's last
+// epoch. -2 if pid cannot have written it.
+func committedEpoch(m *txnMeta, pid int64) int16 {
+	switch {
+	case pid == m.pid && !m.tv2:
+		return m.epoch
+	case pid == m.pid && m.epoch > 0:
+		return m.epoch - 1
+	case pid == m.prevPID && m.tv2 && m.epoch == 0:
+		return m.lastEpoch
+	}
+	return -2
 }
 
 // load replays __transaction_state: the last value of each id wins.
@@ -225,7 +242,7 @@ func (c *Coordinator) InitProducerIDExpected(id string, timeout time.Duration, e
 		if err != nil {
 			return 0, 0, err
 		}
-		m = &txnMeta{id: id, pid: pid, prevPID: -1, epoch: -1, lastEpoch: -1, state: TxnEmpty, start: -1}
+		m = &txnMeta{id: id, pid: pid, prevPID: -1, nextPID: -1, epoch: -1, lastEpoch: -1, state: TxnEmpty, start: -1}
 	}
 	expected := expectedPID >= 0
 	if expected && m.epoch != -1 && expectedPID != m.pid &&
@@ -233,7 +250,12 @@ func (c *Coordinator) InitProducerIDExpected(id string, timeout time.Duration, e
 		return 0, 0, fmt.Errorf("cannot init producer %q: expected producer %d, current %d: %w", id, expectedPID, m.pid, ErrProducerFenced)
 	}
 	if expected && expectedPID == m.prevPID && m.prevPID >= 0 && expectedPID != m.pid {
-		// A retry after the rotation to a new producer id: same answer.
+		// A retry after the rotation to a new producer id gets the same
+		// answer; the previous id's last epoch is the retry's mark (a
+		// transaction completed since clears it, 3.5).
+		if expectedEpoch != m.lastEpoch {
+			return 0, 0, fmt.Errorf("cannot init producer %q: expected producer %d, rotated to %d: %w", id, expectedPID, m.pid, ErrProducerFenced)
+		}
 		return m.pid, m.epoch, nil
 	}
 	switch m.state {
@@ -242,7 +264,7 @@ func (c *Coordinator) InitProducerIDExpected(id string, timeout time.Duration, e
 	case TxnOngoing:
 		// Fence the running instance and abort its transaction with the
 		// bumped epoch; the retry bumps once more.
-		if err := c.endLocked(m, false, true); err != nil {
+		if err := c.endLocked(m, false, true, m.tv2); err != nil {
 			return 0, 0, err
 		}
 		return 0, 0, fmt.Errorf("cannot init producer %q: aborted the fenced instance's transaction: %w", id, ErrConcurrentTransactions)
@@ -340,50 +362,202 @@ func containsTP(tps []TopicPartitionRef, tp TopicPartitionRef) bool {
 	return false
 }
 
-// EndTxn commits or aborts the id's transaction (3.5). With version 2 the
-// epoch is bumped at every end: markers carry epoch+1 and the new epoch is
-// returned; with version 1 the epoch stays.
-func (c *Coordinator) EndTxn(id string, pid int64, epoch int16, commit bool) (int16, error) {
+// EndTxn commits or aborts the id's transaction (3.5) and returns the
+// producer id and epoch the producer goes on with. It follows the
+// transaction version of the id's transaction (AddPartitions' tv2; with
+// none open, that of the last one). With version 1 the pair stays. With
+// version 2 every end bumps the epoch (markers carry the bumped one), and
+// an end at the exhausted epoch moves the id to a new producer id at
+// epoch 0; a retry of an end (the request's epoch one below the stored
+// one, or the previous producer id at the exhausted epoch) gets the same
+// answer, without new markers.
+func (c *Coordinator) EndTxn(id string, pid int64, epoch int16, commit bool) (int64, int16, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m := c.txns[id]
-	if m != nil && m.pid == pid && m.tv2 && epoch+1 == m.epoch &&
-		(m.state == TxnCompleteCommit && commit || m.state == TxnCompleteAbort && !commit) {
-		return m.epoch, nil // a version-2 retry of the end that bumped the epoch
+	if m != nil && m.tv2 {
+		return c.endTxnV2(id, pid, epoch, commit)
 	}
+	return c.endTxnV1(id, pid, epoch, commit)
+}
+
+// endTxn is EndTxn with the request's transaction version given, as
+// Kafka's EndTxn request version gives it (v5+: version 2).
+func (c *Coordinator) endTxn(id string, pid int64, epoch int16, commit, tv2 bool) (int64, int16, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if tv2 {
+		return c.endTxnV2(id, pid, epoch, commit)
+	}
+	return c.endTxnV1(id, pid, epoch, commit)
+}
+
+// endTxnV1 is 3.5's classic EndTxn: the epoch must be the current one,
+// and only an Ongoing transaction can end.
+func (c *Coordinator) endTxnV1(id string, pid int64, epoch int16, commit bool) (int64, int16, error) {
 	m, err := c.lookup(id, pid, epoch)
 	if err != nil {
-		return 0, err
+		return -1, -1, err
 	}
 	switch {
 	case m.state == TxnOngoing:
-		if err := c.endLocked(m, commit, false); err != nil {
-			return 0, err
+		if err := c.endLocked(m, commit, false, false); err != nil {
+			return -1, -1, err
 		}
-		return c.txns[id].epoch, nil
+		m = c.txns[id]
+		return m.pid, m.epoch, nil
 	case m.state == TxnCompleteCommit && commit, m.state == TxnCompleteAbort && !commit:
-		return m.epoch, nil // retry of a finished end
+		return m.pid, m.epoch, nil // retry of a finished end
 	case m.state == TxnPrepareCommit && commit, m.state == TxnPrepareAbort && !commit:
-		return 0, fmt.Errorf("cannot end %q: %v: %w", id, m.state, ErrConcurrentTransactions)
+		return -1, -1, fmt.Errorf("cannot end %q: %v: %w", id, m.state, ErrConcurrentTransactions)
 	}
-	return 0, fmt.Errorf("cannot end %q (commit %v) in state %v: %w", id, commit, m.state, ErrInvalidTxnState)
+	return -1, -1, fmt.Errorf("cannot end %q (commit %v) in state %v: %w", id, commit, m.state, ErrInvalidTxnState)
+}
+
+// endTxnV2 is 3.5's EndTxn for transaction version 2 (KIP-890 part 2).
+// Epochs: Ongoing and Empty need the current one; PrepareCommit and
+// PrepareAbort only a retry; CompleteCommit and CompleteAbort a retry or
+// the current one. Then, by state:
+//
+//	                 retry                  current
+//	Ongoing          -                      PrepareX, markers, CompleteX
+//	PrepareX         same end: CONCURRENT_TRANSACTIONS, else INVALID_TXN_STATE
+//	CompleteCommit   COMMIT: NONE           COMMIT: INVALID_TXN_STATE
+//	                 ABORT: INVALID_TXN_STATE  ABORT: empty abort
+//	CompleteAbort    ABORT: NONE            ABORT: empty abort
+//	                 COMMIT: PRODUCER_FENCED   COMMIT: INVALID_TXN_STATE
+//	Empty            -                      ABORT: empty abort, COMMIT: INVALID_TXN_STATE
+//
+// An empty abort bumps the epoch through PrepareAbort and CompleteAbort
+// with no partitions, so no markers. A COMMIT that finds CompleteAbort at
+// a retry epoch raced with an abort the coordinator made itself (a
+// timeout): it is fenced (3.6), as Kafka answers it since KAFKA-20785.
+func (c *Coordinator) endTxnV2(id string, pid int64, epoch int16, commit bool) (int64, int16, error) {
+	m := c.txns[id]
+	if m == nil {
+		return -1, -1, fmt.Errorf("cannot use transactional id %q with producer %d: %w", id, pid, ErrInvalidProducerIDMapping)
+	}
+	// The retry of an end that moved the id to a new producer id.
+	retryOnOverflow := m.prevPID >= 0 && pid == m.prevPID && pid != m.pid && epoch == epochExhausted && m.epoch == 0
+	if pid != m.pid && !retryOnOverflow {
+		return -1, -1, fmt.Errorf("cannot use transactional id %q with producer %d: %w", id, pid, ErrInvalidProducerIDMapping)
+	}
+	retryOnBump := pid == m.pid && int32(m.epoch) == int32(epoch)+1
+	retry := retryOnBump || retryOnOverflow
+	current := pid == m.pid && epoch == m.epoch
+	var valid bool
+	switch m.state {
+	case TxnPrepareCommit, TxnPrepareAbort:
+		valid = retryOnBump
+	case TxnCompleteCommit, TxnCompleteAbort:
+		valid = retry || current
+	default:
+		valid = current
+	}
+	if !valid {
+		return -1, -1, fmt.Errorf("cannot end %q in state %v: producer %d epoch %d, current %d epoch %d: %w", id, m.state, pid, epoch, m.pid, m.epoch, ErrProducerFenced)
+	}
+	invalid := func() (int64, int16, error) {
+		return -1, -1, fmt.Errorf("cannot end %q (commit %v) in state %v: %w", id, commit, m.state, ErrInvalidTxnState)
+	}
+	end := func() (int64, int16, error) {
+		if err := c.endLocked(m, commit, false, true); err != nil {
+			return -1, -1, err
+		}
+		m := c.txns[id]
+		return m.pid, m.epoch, nil
+	}
+	answer := func() (int64, int16, error) {
+		if m.epoch == math.MaxInt16 {
+			// Only a version-1 fence leaves this epoch, and it is never
+			// handed out (3.2): the producer must initialize again.
+			return -1, -1, fmt.Errorf("cannot end %q: epoch exhausted by a fence: %w", id, ErrProducerFenced)
+		}
+		return m.pid, m.epoch, nil
+	}
+	switch m.state {
+	case TxnOngoing:
+		return end()
+	case TxnEmpty:
+		if commit {
+			return invalid()
+		}
+		return end() // empty abort
+	case TxnCompleteCommit:
+		switch {
+		case commit && retry:
+			return answer()
+		case commit, retry:
+			return invalid()
+		}
+		return end() // empty abort
+	case TxnCompleteAbort:
+		switch {
+		case !commit && retry:
+			return answer()
+		case !commit:
+			return end() // empty abort
+		case retry:
+			return -1, -1, fmt.Errorf("cannot commit %q: its transaction was aborted by the coordinator: %w", id, ErrProducerFenced)
+		}
+		return invalid()
+	case TxnPrepareCommit, TxnPrepareAbort:
+		if commit != (m.state == TxnPrepareCommit) {
+			return invalid()
+		}
+		// The decision stands but its markers are not all written (an
+		// earlier attempt failed): write them now, as Kafka's marker sender
+		// keeps doing in the background, and have the client retry.
+		if err := c.complete(m); err != nil {
+			return -1, -1, fmt.Errorf("cannot end %q: %v in progress (%v): %w", id, m.state, err, ErrConcurrentTransactions)
+		}
+		return -1, -1, fmt.Errorf("cannot end %q: %v completed, retry: %w", id, m.state, ErrConcurrentTransactions)
+	}
+	return invalid()
 }
 
 // endLocked runs the two phases: the decision (PrepareX, durable), the
 // markers, then CompleteX. fence bumps the epoch first (a timeout or a new
 // instance): the markers then carry the bumped epoch and fence the old
-// producer at every partition.
-func (c *Coordinator) endLocked(m *txnMeta, commit, fence bool) error {
+// producer at every partition. tv2 is the end's transaction version (for
+// a fence, the transaction's): a client's version-2 end bumps the epoch
+// too, remembering the old one as lastEpoch; an empty abort (Empty,
+// CompleteCommit, CompleteAbort) has no partitions and so writes no
+// markers. A version-2 end at the exhausted epoch, a fence included (as
+// Kafka does since KAFKA-20090), takes a new producer id with the decision
+// (nextPID), which the id moves to at epoch 0 on completion: a version-2
+// transaction never rests at MaxInt16.
+func (c *Coordinator) endLocked(m *txnMeta, commit, fence, tv2 bool) error {
 	next := *m
-	switch {
-	case fence:
-		next.lastEpoch, next.epoch = -1, m.epoch+1
-	case m.tv2:
-		next.lastEpoch, next.epoch = m.epoch, m.epoch+1
+	next.nextPID = -1
+	if fence || tv2 {
+		if m.epoch == math.MaxInt16 {
+			return fmt.Errorf("cannot end %q: epoch %d cannot be bumped: %w", m.id, m.epoch, ErrProducerFenced)
+		}
+		next.epoch = m.epoch + 1
+		next.lastEpoch = m.epoch
+		if fence {
+			next.lastEpoch = -1
+		} else {
+			next.tv2 = true
+		}
+		if tv2 && m.epoch >= epochExhausted {
+			pid, err := c.e.pids.allocate()
+			if err != nil {
+				return fmt.Errorf("cannot end %q: %w", m.id, err)
+			}
+			next.nextPID = pid
+		}
+	} else {
+		next.tv2 = false
 	}
 	next.state = TxnPrepareAbort
 	if commit {
 		next.state = TxnPrepareCommit
+	}
+	if m.state != TxnOngoing {
+		// An empty abort: no partitions; its start is now (Kafka's).
+		next.partitions, next.start = nil, c.e.opts.Now().UnixMilli()
 	}
 	if err := c.persist(&next, true); err != nil {
 		return err
@@ -394,7 +568,10 @@ func (c *Coordinator) endLocked(m *txnMeta, commit, fence bool) error {
 
 // complete writes the markers of a decided transaction and records its
 // completion. Markers are idempotent to rewrite, so recovery may repeat
-// the ones written before a crash.
+// the ones written before a crash. The completion clears lastEpoch (a
+// retry of an earlier InitProducerID cannot follow a finished
+// transaction), except where it moves the id to nextPID at epoch 0: there
+// it keeps the previous id's last epoch, which marks retries (3.2).
 func (c *Coordinator) complete(m *txnMeta) error {
 	commit := m.state == TxnPrepareCommit
 	// Every marker is appended first and the syncs they need awaited
@@ -432,6 +609,11 @@ func (c *Coordinator) complete(m *txnMeta) error {
 		next.state = TxnCompleteCommit
 	}
 	next.partitions, next.start = nil, -1
+	if m.nextPID >= 0 {
+		next.prevPID, next.pid, next.nextPID, next.epoch = m.pid, m.nextPID, -1, 0
+	} else {
+		next.lastEpoch = -1
+	}
 	if err := c.persist(&next, false); err != nil {
 		return err
 	}
@@ -450,7 +632,7 @@ func (c *Coordinator) AbortTimedOut() (int, error) {
 	n := 0
 	for _, m := range c.txns {
 		if m.state == TxnOngoing && m.start >= 0 && m.start+m.timeout.Milliseconds() < now {
-			if err := c.endLocked(m, false, true); err != nil {
+			if err := c.endLocked(m, false, true, m.tv2); err != nil {
 				return n, err
 			}
 			n++

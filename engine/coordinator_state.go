@@ -31,9 +31,13 @@ func (s TxnState) String() string {
 // txnMeta is one transactional id's metadata, as persisted in
 // __transaction_state.
 type txnMeta struct {
-	id         string
-	pid        int64
-	prevPID    int64
+	id      string
+	pid     int64
+	prevPID int64
+	// nextPID is the producer id a version-2 end at the exhausted epoch
+	// moves to (allocated with PrepareCommit/PrepareAbort, taken on at
+	// CompleteCommit/CompleteAbort); -1 otherwise.
+	nextPID    int64
 	epoch      int16
 	lastEpoch  int16
 	timeout    time.Duration
@@ -50,24 +54,34 @@ type TopicPartitionRef struct {
 	Partition int32
 }
 
-// Value layout (idemlog's, version 0; Kafka's transaction-log value v1
-// carries the same fields):
+// Value layout (idemlog's; Kafka's transaction-log value v1 carries the
+// same fields, nextPID as its NextProducerId tag):
 //
-//	version int16 = 0 | pid int64 | prevPID int64 | epoch int16 |
-//	lastEpoch int16 | timeoutMs int32 | state int8 | tv2 int8 |
+//	version int16 | pid int64 | prevPID int64 | [nextPID int64, version 1] |
+//	epoch int16 | lastEpoch int16 | timeoutMs int32 | state int8 | tv2 int8 |
 //	start int64 | lastUpdate int64 | partitions int32 |
 //	(topicLen int16 | topic | partition int32)*
 //
-// The record key is the transactional id.
-const txnValueFixed = 2 + 8 + 8 + 2 + 2 + 4 + 1 + 1 + 8 + 8 + 4
+// Version 0 has no nextPID (read as -1) and is what is written whenever
+// nextPID is -1, so that only the decision of an end that rotates the
+// producer id needs a reader that knows version 1. The record key is the
+// transactional id.
+const txnValueFixed = 2 + 8 + 8 + 2 + 2 + 4 + 1 + 1 + 8 + 8 + 4 // version 0
 
 var errTxnValue = errors.New("malformed transaction-state record")
 
 func (m *txnMeta) encode(dst []byte) []byte {
 	be := binary.BigEndian
-	dst = be.AppendUint16(dst, 0)
-	dst = be.AppendUint64(dst, uint64(m.pid))
-	dst = be.AppendUint64(dst, uint64(m.prevPID))
+	if m.nextPID < 0 {
+		dst = be.AppendUint16(dst, 0)
+		dst = be.AppendUint64(dst, uint64(m.pid))
+		dst = be.AppendUint64(dst, uint64(m.prevPID))
+	} else {
+		dst = be.AppendUint16(dst, 1)
+		dst = be.AppendUint64(dst, uint64(m.pid))
+		dst = be.AppendUint64(dst, uint64(m.prevPID))
+		dst = be.AppendUint64(dst, uint64(m.nextPID))
+	}
 	dst = be.AppendUint16(dst, uint16(m.epoch))
 	dst = be.AppendUint16(dst, uint16(m.lastEpoch))
 	dst = be.AppendUint32(dst, uint32(m.timeout.Milliseconds()))
@@ -88,25 +102,40 @@ func (m *txnMeta) encode(dst []byte) []byte {
 	return dst
 }
 
+// decodeTxnMeta reads a value of version 0 or 1.
 func decodeTxnMeta(id string, b []byte) (*txnMeta, error) {
-	if len(b) < txnValueFixed || binary.BigEndian.Uint16(b) != 0 {
+	be := binary.BigEndian
+	if len(b) < 2 {
 		return nil, errTxnValue
 	}
-	be := binary.BigEndian
-	m := &txnMeta{id: id,
-		pid:        int64(be.Uint64(b[2:])),
-		prevPID:    int64(be.Uint64(b[10:])),
-		epoch:      int16(be.Uint16(b[18:])),
-		lastEpoch:  int16(be.Uint16(b[20:])),
-		timeout:    time.Duration(int32(be.Uint32(b[22:]))) * time.Millisecond,
-		state:      TxnState(b[26]),
-		tv2:        b[27] == 1,
-		start:      int64(be.Uint64(b[28:])),
-		lastUpdate: int64(be.Uint64(b[36:])),
+	m := &txnMeta{id: id, nextPID: -1}
+	switch be.Uint16(b) {
+	case 0:
+		if len(b) < txnValueFixed {
+			return nil, errTxnValue
+		}
+		m.pid, m.prevPID = int64(be.Uint64(b[2:])), int64(be.Uint64(b[10:]))
+		b = b[18:]
+	case 1:
+		if len(b) < txnValueFixed+8 {
+			return nil, errTxnValue
+		}
+		m.pid, m.prevPID, m.nextPID = int64(be.Uint64(b[2:])), int64(be.Uint64(b[10:])), int64(be.Uint64(b[18:]))
+		b = b[26:]
+	default:
+		return nil, errTxnValue
 	}
-	n := int(int32(be.Uint32(b[44:])))
-	p := b[txnValueFixed:]
-	if n < 0 || n > len(p)/6 || m.state > TxnCompleteAbort {
+	// b now starts at epoch: 28 fixed bytes up to the partition count.
+	m.epoch = int16(be.Uint16(b[0:]))
+	m.lastEpoch = int16(be.Uint16(b[2:]))
+	m.timeout = time.Duration(int32(be.Uint32(b[4:]))) * time.Millisecond
+	m.state = TxnState(b[8])
+	m.tv2 = b[9] == 1
+	m.start = int64(be.Uint64(b[10:]))
+	m.lastUpdate = int64(be.Uint64(b[18:]))
+	n := int(int32(be.Uint32(b[26:])))
+	p := b[30:]
+	if n < 0 || n > len(p)/6 || m.state < 0 || m.state > TxnCompleteAbort {
 		return nil, errTxnValue
 	}
 	for range n {

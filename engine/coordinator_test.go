@@ -213,10 +213,10 @@ func TestCoordinatorRequestErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.EndTxn("x", pid+1, epoch, true); !errors.Is(err, ErrInvalidProducerIDMapping) || errcode.Code(err) != 49 {
+	if _, _, err := c.EndTxn("x", pid+1, epoch, true); !errors.Is(err, ErrInvalidProducerIDMapping) || errcode.Code(err) != 49 {
 		t.Fatalf("wrong producer id: %v", err)
 	}
-	if _, err := c.EndTxn("x", pid, epoch, true); !errors.Is(err, ErrInvalidTxnState) {
+	if _, _, err := c.EndTxn("x", pid, epoch, true); !errors.Is(err, ErrInvalidTxnState) {
 		t.Fatalf("commit with nothing open: %v", err)
 	}
 	// Version 1 flow: explicit AddPartitions, no epoch bump at the end.
@@ -228,14 +228,14 @@ func TestCoordinatorRequestErrors(t *testing.T) {
 	if _, err := p.Append(txnBatch(t, pid, epoch, 0, 1)); err != nil {
 		t.Fatal(err)
 	}
-	got, err := c.EndTxn("x", pid, epoch, true)
-	if err != nil || got != epoch {
-		t.Fatalf("version-1 commit: epoch %d, %v; want %d", got, err, epoch)
+	gotPID, got, err := c.EndTxn("x", pid, epoch, true)
+	if err != nil || gotPID != pid || got != epoch {
+		t.Fatalf("version-1 commit: %d/%d, %v; want %d/%d", gotPID, got, err, pid, epoch)
 	}
-	if got, err := c.EndTxn("x", pid, epoch, true); err != nil || got != epoch {
-		t.Fatalf("retry of a finished commit: %d %v", got, err)
+	if gotPID, got, err := c.EndTxn("x", pid, epoch, true); err != nil || gotPID != pid || got != epoch {
+		t.Fatalf("retry of a finished commit: %d/%d %v", gotPID, got, err)
 	}
-	if _, err := c.EndTxn("x", pid, epoch, false); !errors.Is(err, ErrInvalidTxnState) {
+	if _, _, err := c.EndTxn("x", pid, epoch, false); !errors.Is(err, ErrInvalidTxnState) {
 		t.Fatalf("abort after commit: %v", err)
 	}
 }
@@ -422,9 +422,9 @@ func TestEndTxnStateTable(t *testing.T) {
 		m.state, m.epoch, m.partitions, m.tv2 = r.state, epoch, nil, false
 		c.txns["table"] = &m
 		c.mu.Unlock()
-		got, err := c.EndTxn("table", pid, epoch, r.commit)
-		if r.want == nil && (err != nil || got != epoch) {
-			t.Errorf("%v + commit=%v: %d %v, want NONE at epoch %d", r.state, r.commit, got, err, epoch)
+		gotPID, got, err := c.EndTxn("table", pid, epoch, r.commit)
+		if r.want == nil && (err != nil || gotPID != pid || got != epoch) {
+			t.Errorf("%v + commit=%v: %d/%d %v, want NONE at %d/%d", r.state, r.commit, gotPID, got, err, pid, epoch)
 		}
 		if r.want != nil && !errors.Is(err, r.want) {
 			t.Errorf("%v + commit=%v: %v, want %v", r.state, r.commit, err, r.want)
@@ -435,13 +435,13 @@ func TestEndTxnStateTable(t *testing.T) {
 	}
 	// Whatever the state, a wrong epoch is PRODUCER_FENCED, a wrong
 	// producer id INVALID_PRODUCER_ID_MAPPING.
-	if _, err := c.EndTxn("table", pid, epoch+1, true); !errors.Is(err, ErrProducerFenced) {
+	if _, _, err := c.EndTxn("table", pid, epoch+1, true); !errors.Is(err, ErrProducerFenced) {
 		t.Errorf("wrong epoch: %v", err)
 	}
-	if _, err := c.EndTxn("table", pid+1, epoch, true); !errors.Is(err, ErrInvalidProducerIDMapping) {
+	if _, _, err := c.EndTxn("table", pid+1, epoch, true); !errors.Is(err, ErrInvalidProducerIDMapping) {
 		t.Errorf("wrong producer id: %v", err)
 	}
-	if _, err := c.EndTxn("nobody", pid, epoch, true); !errors.Is(err, ErrInvalidProducerIDMapping) {
+	if _, _, err := c.EndTxn("nobody", pid, epoch, true); !errors.Is(err, ErrInvalidProducerIDMapping) {
 		t.Errorf("unknown id: %v", err)
 	}
 }
@@ -469,7 +469,7 @@ func TestOrphanSweep(t *testing.T) {
 	if _, err := p1.Append(valueBatch(t, 901, 0, true, 'c')); err != nil {
 		t.Fatal(err)
 	}
-	m := &txnMeta{id: "lost-marker", pid: 901, prevPID: -1, epoch: 0, lastEpoch: -1, timeout: time.Minute, state: TxnCompleteCommit, start: -1}
+	m := &txnMeta{id: "lost-marker", pid: 901, prevPID: -1, nextPID: -1, epoch: 0, lastEpoch: -1, timeout: time.Minute, state: TxnCompleteCommit, start: -1}
 	c.mu.Lock()
 	if err := c.persist(m, true); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,8 @@ import (
 // with INVALID_PRODUCER_EPOCH and its Commit with PRODUCER_FENCED.
 //
 // It follows transaction version 2: a partition joins the transaction at
-// its first write, and every Commit or Abort bumps the epoch. Not safe for
+// its first write, and every Commit or Abort bumps the epoch (at the last
+// epoch it moves to a new producer id, see ID). Not safe for
 // concurrent use; one instance per goroutine, as with Kafka's producer.
 type TransactionalProducer struct {
 	c     *Coordinator
@@ -48,7 +49,8 @@ func (e *Engine) NewTransactionalProducer(id string, timeout time.Duration) (*Tr
 		seqs: map[*Partition]int32{}, added: map[*Partition]bool{}}, nil
 }
 
-// ID returns the producer id and current epoch.
+// ID returns the producer id and current epoch; both can change at each
+// Commit or Abort.
 func (tp *TransactionalProducer) ID() (int64, int16) { return tp.pid, tp.epoch }
 
 // Send writes the records in bld to p inside the current transaction.
@@ -74,22 +76,43 @@ func (tp *TransactionalProducer) Send(p *Partition, bld *batch.Builder) (AppendR
 	return res, nil
 }
 
-// Commit makes the transaction's writes visible, atomically.
-func (tp *TransactionalProducer) Commit() error { return tp.end(true) }
+// Commit makes the transaction's writes visible, atomically. With nothing
+// written since the last Commit or Abort there is nothing to commit: it
+// returns nil at once, as Kafka's client completes an empty transaction
+// without asking the coordinator (a consume-process-produce loop whose
+// poll came back empty commits nothing).
+func (tp *TransactionalProducer) Commit() error {
+	if len(tp.added) == 0 {
+		return nil
+	}
+	return tp.end(true)
+}
 
-// Abort discards the transaction's writes.
+// Abort discards the transaction's writes. With nothing written it only
+// bumps the epoch (an empty abort, no markers).
 func (tp *TransactionalProducer) Abort() error { return tp.end(false) }
 
 func (tp *TransactionalProducer) end(commit bool) error {
-	epoch, err := tp.c.EndTxn(tp.id, tp.pid, tp.epoch, commit)
+	var pid int64
+	var epoch int16
+	var err error
+	for range 3 {
+		pid, epoch, err = tp.c.endTxn(tp.id, tp.pid, tp.epoch, commit, true)
+		// CONCURRENT_TRANSACTIONS: an earlier attempt's decision is being
+		// completed; the retry finds it done.
+		if !errors.Is(err, ErrConcurrentTransactions) {
+			break
+		}
+	}
 	if err != nil {
 		return err
 	}
-	if epoch != tp.epoch {
-		// A new epoch restarts every partition's sequence at 0.
+	if pid != tp.pid || epoch != tp.epoch {
+		// A new epoch, or a new producer id after the epochs ran out,
+		// restarts every partition's sequence at 0.
 		clear(tp.seqs)
 	}
-	tp.epoch = epoch
+	tp.pid, tp.epoch = pid, epoch
 	clear(tp.added)
 	return nil
 }

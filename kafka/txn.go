@@ -111,7 +111,7 @@ func (s *Server) addOffsetsToTxn(r *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
 // wake at the markers' appends, as the last stable offset moves.
 func (s *Server) endTxn(r *kmsg.EndTxnRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.EndTxnResponse)
-	_, err := s.coord.EndTxn(r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.Commit)
+	_, _, err := s.coord.EndTxn(r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.Commit)
 	resp.ErrorCode = s.fencedCode(kmsg.EndTxn, r.Version, 2, err)
 	return resp
 }
