@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/engine"
 	"github.com/idemlog/idemlog/partition"
 	"github.com/idemlog/idemlog/txnindex"
@@ -189,15 +190,7 @@ func (s *Server) listOffsets(r *kmsg.ListOffsetsRequest) kmsg.Response {
 				case ts == -1:
 					out.Offset = p.Log().HighWatermark()
 				case ts >= 0:
-					var off int64
-					if off, err = p.Log().OffsetForTime(ts); err == nil {
-						out.Offset = off
-						if off < p.Log().HighWatermark() {
-							out.Timestamp = ts
-						} else {
-							out.Offset, out.Timestamp = -1, -1 // no such record: Kafka answers -1
-						}
-					}
+					out.Offset, out.Timestamp, err = offsetForTime(p, ts)
 				default:
 					err = newCodeErr(kerr.InvalidRequest.Code, "unsupported timestamp")
 				}
@@ -208,4 +201,43 @@ func (s *Server) listOffsets(r *kmsg.ListOffsetsRequest) kmsg.Response {
 		resp.Topics = append(resp.Topics, t)
 	}
 	return resp
+}
+
+// offsetForTime is Kafka's lookup by timestamp: the first record whose
+// timestamp is at or after ts, with that timestamp; (-1, -1) when there is
+// none. The index finds the first batch whose max timestamp qualifies; the
+// record is found inside it (a batch's records need not be in time order).
+func offsetForTime(p *engine.Partition, ts int64) (int64, int64, error) {
+	l := p.Log()
+	off, err := l.OffsetForTime(ts)
+	if err != nil || off >= l.HighWatermark() {
+		return -1, -1, err
+	}
+	c, err := l.Read(off, 1)
+	if err != nil {
+		return -1, -1, err
+	}
+	defer c.Release()
+	b, err := batch.Parse(c.Data)
+	if err != nil {
+		return -1, -1, err
+	}
+	var d batch.Decoder
+	recs, err := d.Records(b)
+	if err != nil {
+		return -1, -1, err
+	}
+	var r batch.Record
+	for recs.Next(&r) {
+		if r.Timestamp >= ts {
+			return r.Offset, r.Timestamp, nil
+		}
+	}
+	if err := recs.Err(); err != nil {
+		return -1, -1, err
+	}
+	// The batch's max timestamp said a record qualifies; a LogAppendTime
+	// batch stamps its max timestamp on every record, so this is reached
+	// only for a batch whose header disagrees with its records.
+	return off, b.MaxTimestamp(), nil
 }

@@ -354,3 +354,42 @@ func TestRetentionTick(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestListOffsetsByTime: the first record at or after a timestamp, with
+// its timestamp, found inside a batch; -1 past the end.
+func TestListOffsetsByTime(t *testing.T) {
+	ts := startServer(t, Options{})
+	if err := ts.eng.CreateTopic("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := ts.eng.Partition("t", 0)
+	for range 2 {
+		if _, err := p.Append(buildBatch(t, -1, 0, 0, 4)); err != nil { // timestamps base+0..3
+			t.Fatal(err)
+		}
+	}
+	rc := dial(t, ts.addr)
+	lookup := func(when int64) (int64, int64) {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.Version = 4
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = when
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		out := rc.roundTrip(req).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+		if out.ErrorCode != 0 {
+			t.Fatalf("lookup %d: code %d", when, out.ErrorCode)
+		}
+		return out.Offset, out.Timestamp
+	}
+	const base = 1700000000000
+	for _, c := range []struct{ when, off, ts int64 }{
+		{0, 0, base}, {base + 2, 2, base + 2}, {base + 3, 3, base + 3}, {base + 4, -1, -1}, {-2, 0, -1}, {-1, 8, -1},
+	} {
+		if off, gotTS := lookup(c.when); off != c.off || gotTS != c.ts {
+			t.Errorf("lookup %d: offset %d ts %d, want %d %d", c.when, off, gotTS, c.off, c.ts)
+		}
+	}
+}
