@@ -46,6 +46,12 @@ type txnMeta struct {
 	start      int64 // ms; -1 when no transaction is open
 	lastUpdate int64 // ms
 	tv2        bool
+	// deciding is set, in memory only, while a PrepareCommit/PrepareAbort
+	// record waits for its sync with the coordinator's mutex released
+	// (endLocked): the decision is not durable yet, so nothing may write
+	// the transaction's markers, and every request on the id answers
+	// CONCURRENT_TRANSACTIONS.
+	deciding bool
 }
 
 // TopicPartitionRef names a partition in a transaction.

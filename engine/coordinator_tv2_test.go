@@ -299,6 +299,9 @@ func TestEndTxnV2StateTable(t *testing.T) {
 		c.mu.Lock()
 		m := *c.txns["v2"]
 		m.state, m.epoch, m.lastEpoch, m.partitions, m.tv2, m.nextPID = r.state, E, -1, nil, true, -1
+		if r.state == TxnPrepareCommit || r.state == TxnPrepareAbort {
+			m.lastEpoch = E - 1 // the client's own end (a fence leaves -1)
+		}
 		c.txns["v2"] = &m
 		c.mu.Unlock()
 		hw := c.log.Log().HighWatermark()
@@ -316,6 +319,17 @@ func TestEndTxnV2StateTable(t *testing.T) {
 		if n := c.log.Log().HighWatermark() - hw; n != r.writes {
 			t.Errorf("%v, epoch %d, commit=%v: %d state records written, want %d", r.state, r.epoch, r.commit, n, r.writes)
 		}
+	}
+	// PrepareAbort reached by the coordinator's own fence (lastEpoch -1):
+	// the producer's COMMIT at the epoch below is fenced, as it is once
+	// that abort completes, not INVALID_TXN_STATE.
+	c.mu.Lock()
+	fm := *c.txns["v2"]
+	fm.state, fm.epoch, fm.lastEpoch, fm.partitions, fm.tv2, fm.nextPID = TxnPrepareAbort, E, -1, nil, true, -1
+	c.txns["v2"] = &fm
+	c.mu.Unlock()
+	if _, _, err := c.endTxn("v2", pid, E-1, true, true); !errors.Is(err, ErrProducerFenced) {
+		t.Errorf("commit during a fence's PrepareAbort: %v, want PRODUCER_FENCED", err)
 	}
 	// A wrong producer id is INVALID_PRODUCER_ID_MAPPING whatever the
 	// epoch, as is an unknown transactional id.
