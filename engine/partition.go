@@ -136,7 +136,16 @@ func (p *Partition) Index() int    { return p.index }
 // partition's sync policy's promise holds for the batch (for a duplicate,
 // for the original).
 func (p *Partition) Append(b []byte) (AppendResult, error) {
-	res, wait, err := p.write(b)
+	return p.appendWith(b, p.write)
+}
+
+// appendBuilt is Append for a batch a Builder sealed in this call.
+func (p *Partition) appendBuilt(b []byte) (AppendResult, error) {
+	return p.appendWith(b, p.writeBuilt)
+}
+
+func (p *Partition) appendWith(b []byte, write func([]byte) (AppendResult, bool, error)) (AppendResult, error) {
+	res, wait, err := write(b)
 	if err != nil {
 		return AppendResult{}, p.gone(err)
 	}
@@ -151,7 +160,21 @@ func (p *Partition) Append(b []byte) (AppendResult, error) {
 // write is Append without the wait for durability: when wait is true the
 // caller must WaitDurable(res.LastOffset+1) before acknowledging.
 func (p *Partition) write(b []byte) (res AppendResult, wait bool, err error) {
-	v, err := batch.ValidateProduce(b, p.maxBatch)
+	return p.writeChecked(b, true)
+}
+
+// writeBuilt is write for a batch that a Producer's Builder sealed in this
+// call (batch.ValidateBuilt: every check but the CRC, just computed).
+func (p *Partition) writeBuilt(b []byte) (res AppendResult, wait bool, err error) {
+	return p.writeChecked(b, false)
+}
+
+func (p *Partition) writeChecked(b []byte, untrusted bool) (res AppendResult, wait bool, err error) {
+	validate := batch.ValidateBuilt
+	if untrusted {
+		validate = batch.ValidateProduce
+	}
+	v, err := validate(b, p.maxBatch)
 	if err != nil {
 		return AppendResult{}, false, fmt.Errorf("cannot append to %s-%d: %w", p.topic, p.index, err)
 	}

@@ -84,7 +84,7 @@ func (pr *Producer) Send(p *Partition, bld *batch.Builder) (AppendResult, error)
 	var res AppendResult
 	var wait bool
 	for attempt := 0; ; attempt++ {
-		res, wait, err = p.write(b)
+		res, wait, err = p.writeBuilt(b)
 		if err == nil || !retriable(err) || attempt >= pr.Retries {
 			break
 		}

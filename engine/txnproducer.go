@@ -68,7 +68,7 @@ func (tp *TransactionalProducer) Send(p *Partition, bld *batch.Builder) (AppendR
 	if err != nil {
 		return AppendResult{}, err
 	}
-	res, err := p.Append(b)
+	res, err := p.appendBuilt(b)
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("cannot send in transaction %q: %w", tp.id, err)
 	}
