@@ -214,9 +214,12 @@ func (s *Server) Close() error {
 		ln.Close()
 	}
 	for c := range s.conns {
-		// Closing the read side only: a response in flight still goes out.
+		// Closing the read side only: a response in flight still goes out,
+		// unless the client stops reading: a write deadline bounds that,
+		// so a stuck client cannot hold shutdown (SIGTERM) forever.
 		if tc, ok := c.(*net.TCPConn); ok {
 			tc.CloseRead()
+			tc.SetWriteDeadline(time.Now().Add(closeWriteGrace))
 		} else {
 			c.Close()
 		}
@@ -346,6 +349,9 @@ func (s *Server) serveConn(nc net.Conn) {
 		}
 	}
 }
+
+// closeWriteGrace is how long Close lets responses in flight reach clients.
+const closeWriteGrace = 5 * time.Second
 
 // maxKeptResponse is the largest response buffer a connection keeps
 // between responses.

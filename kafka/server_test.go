@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/engine"
 	"github.com/idemlog/idemlog/kafka/group"
 	"github.com/idemlog/idemlog/partition"
@@ -392,4 +393,65 @@ func TestListOffsetsByTime(t *testing.T) {
 			t.Errorf("lookup %d: offset %d ts %d, want %d %d", c.when, off, gotTS, c.off, c.ts)
 		}
 	}
+}
+
+// TestCloseWithStuckClient: a client that sends fetches and never reads the
+// answers cannot keep Close from returning.
+func TestCloseWithStuckClient(t *testing.T) {
+	e, err := engine.Open(t.TempDir(), engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := e.CreateTopic("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := e.Partition("t", 0)
+	big := benchRecordsT(t, 15, 64<<10) // ~1 MiB batches: the answers fill socket buffers quickly
+	for range 16 {
+		if _, err := p.Append(big); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv, err := New(e, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	rc := dial(t, ln.Addr().String())
+	for range 16 {
+		req := kmsg.NewPtrFetchRequest()
+		req.Version, req.MaxBytes = 11, 64<<20
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic = "t"
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.PartitionMaxBytes = 64 << 20
+		ft.Partitions = append(ft.Partitions, fp)
+		req.Topics = append(req.Topics, ft)
+		rc.send(req) // and never read
+	}
+	time.Sleep(200 * time.Millisecond)
+	done := make(chan struct{})
+	go func() { srv.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(closeWriteGrace + 10*time.Second):
+		t.Fatal("Close hung on a client that does not read")
+	}
+}
+
+func benchRecordsT(t *testing.T, n, size int) []byte {
+	bld := batch.NewBuilder(batch.CodecNone)
+	for i := range n {
+		bld.Append(int64(i), nil, make([]byte, size), nil)
+	}
+	v, err := bld.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]byte(nil), v...)
 }
