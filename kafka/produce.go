@@ -11,13 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// produceWait is one partition's outstanding durability wait.
-type produceWait struct {
-	p    *engine.Partition
-	end  int64
-	slot *kmsg.ProduceResponseTopicPartition
-}
-
 // produce appends each partition's record batch as the client built it:
 // the engine validates it (length, magic 2, CRC-32C, sequence, epoch) and
 // stamps the base offset in its copy in the segment, never re-encoding.
@@ -35,7 +28,10 @@ func (s *Server) produce(r *kmsg.ProduceRequest) pending {
 	if reqErr == nil {
 		txnPID, reqErr = transactionalProducer(r)
 	}
-	var waits []produceWait
+	// waits are the partitions still owed their sync; slots[i] is the
+	// response entry of waits[i].
+	var waits []engine.DurableWait
+	var slots []*kmsg.ProduceResponseTopicPartition
 	for ti := range r.Topics {
 		rt := &r.Topics[ti]
 		t := kmsg.NewProduceResponseTopic()
@@ -67,7 +63,8 @@ func (s *Server) produce(r *kmsg.ProduceRequest) pending {
 					out.LogStartOffset = p.Log().LogStartOffset()
 					s.m.recordsIn.Add(float64(res.LastOffset - res.BaseOffset + 1))
 					if wait {
-						waits = append(waits, produceWait{p, res.LastOffset + 1, out})
+						waits = append(waits, engine.DurableWait{P: p, End: res.LastOffset + 1})
+						slots = append(slots, out)
 					}
 				}
 			}
@@ -83,17 +80,13 @@ func (s *Server) produce(r *kmsg.ProduceRequest) pending {
 	}
 	p := pending{resp: resp}
 	p.finish = func() {
-		ws := make([]engine.DurableWait, len(waits))
-		for i, w := range waits {
-			ws[i] = engine.DurableWait{P: w.p, End: w.end}
-		}
 		// The partitions' syncs run side by side: a request over N
 		// partitions under fsync always waits about one sync, not N.
-		engine.WaitAll(ws)
+		engine.WaitAll(waits)
 		for i, w := range waits {
-			if err := ws[i].Err; err != nil {
-				w.slot.BaseOffset = -1
-				w.slot.ErrorCode = s.produceCode(r.Version, err)
+			if w.Err != nil {
+				slots[i].BaseOffset = -1
+				slots[i].ErrorCode = s.produceCode(r.Version, w.Err)
 			}
 		}
 		s.m.appendLatency.Observe(time.Since(start).Seconds())

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/engine"
 	"github.com/idemlog/idemlog/kafka/group"
 	"github.com/idemlog/idemlog/partition"
@@ -407,7 +406,7 @@ func TestCloseWithStuckClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, _ := e.Partition("t", 0)
-	big := benchRecordsT(t, 15, 64<<10) // ~1 MiB batches: the answers fill socket buffers quickly
+	big := benchRecords(t, 15, 64<<10) // ~1 MiB batches: the answers fill socket buffers quickly
 	for range 16 {
 		if _, err := p.Append(big); err != nil {
 			t.Fatal(err)
@@ -442,16 +441,4 @@ func TestCloseWithStuckClient(t *testing.T) {
 	case <-time.After(closeWriteGrace + 10*time.Second):
 		t.Fatal("Close hung on a client that does not read")
 	}
-}
-
-func benchRecordsT(t *testing.T, n, size int) []byte {
-	bld := batch.NewBuilder(batch.CodecNone)
-	for i := range n {
-		bld.Append(int64(i), nil, make([]byte, size), nil)
-	}
-	v, err := bld.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append([]byte(nil), v...)
 }

@@ -8,7 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func benchRecords(b *testing.B, n, size int) []byte {
+// benchRecords builds one plain batch of n records of size bytes.
+func benchRecords(b testing.TB, n, size int) []byte {
 	bld := batch.NewBuilder(batch.CodecNone)
 	for i := range n {
 		bld.Append(int64(i), nil, make([]byte, size), nil)
