@@ -4,14 +4,18 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/idemlog/idemlog/partition"
 )
+
+var alwaysOptions = Options{Partition: partition.Options{Sync: partition.SyncPolicy{Kind: partition.SyncAlways}}}
 
 // TestDecisionSyncReleasesMutex: while a transaction's decision waits for
 // its sync, the coordinator serves other transactional ids (their ends can
 // share the sync), and the deciding id answers CONCURRENT_TRANSACTIONS
 // without writing a marker (markers never precede a durable decision).
 func TestDecisionSyncReleasesMutex(t *testing.T) {
-	e := openEngine(t, t.TempDir(), Options{})
+	e := openEngine(t, t.TempDir(), alwaysOptions)
 	defer e.Close()
 	e.CreateTopic("t", 2)
 	p0, _ := e.Partition("t", 0)
@@ -67,5 +71,73 @@ func TestDecisionSyncReleasesMutex(t *testing.T) {
 		if got := string(readCommittedValues(t, p)); len(got) != 1 {
 			t.Errorf("%s-%d read_committed %q, want the one committed record", p.Topic(), p.Index(), got)
 		}
+	}
+}
+
+// TestDecisionSyncFollowsPolicy: under SyncAlways every commit syncs its
+// decision record before the markers (at least one sync of the
+// __transaction_state log per commit, and the deciding hook sees no
+// marker yet); under SyncNever no commit syncs that log, since nothing
+// else of the transaction is synced there either (waitDecision).
+func TestDecisionSyncFollowsPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts Options
+		sync bool
+	}{{"never", Options{}, false}, {"always", alwaysOptions, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := openEngine(t, t.TempDir(), tc.opts)
+			defer e.Close()
+			e.CreateTopic("t", 2)
+			p0, _ := e.Partition("t", 0)
+			p1, _ := e.Partition("t", 1)
+			tp, err := e.NewTransactionalProducer("a", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := tp.c
+			state := c.log.Log()
+			var syncsAtDecision []int64
+			var markersAtDecision []int64
+			decidingHook = func(string) {
+				syncsAtDecision = append(syncsAtDecision, state.Syncs())
+				markersAtDecision = append(markersAtDecision, p0.Log().HighWatermark()+p1.Log().HighWatermark())
+			}
+			defer func() { decidingHook = nil }()
+			const commits = 5
+			before := state.Syncs()
+			for i := range commits {
+				if err := txnSend(t, tp, p0, 'a'); err != nil {
+					t.Fatal(err)
+				}
+				if err := txnSend(t, tp, p1, 'b'); err != nil {
+					t.Fatal(err)
+				}
+				if err := tp.Commit(); err != nil {
+					t.Fatal(err)
+				}
+				// The hook runs after the decision is appended and
+				// before its sync and markers: this commit's two
+				// batches are there, its markers are not.
+				if want := int64(4*i + 2); markersAtDecision[i] != want {
+					t.Fatalf("commit %d: %d offsets in the partitions at the decision, want %d (no marker before it)", i, markersAtDecision[i], want)
+				}
+				if i > 0 && tc.sync && syncsAtDecision[i] <= syncsAtDecision[i-1] {
+					t.Fatalf("commit %d: no sync of the state log since the previous decision", i)
+				}
+			}
+			synced := state.Syncs() - before
+			if tc.sync && synced < commits {
+				t.Errorf("%d syncs of the state log for %d commits under always, want >= %d", synced, commits, commits)
+			}
+			if !tc.sync && synced != 0 {
+				t.Errorf("%d syncs of the state log for %d commits under never, want 0", synced, commits)
+			}
+			for _, p := range []*Partition{p0, p1} {
+				if got := readCommittedValues(t, p); len(got) != commits {
+					t.Errorf("%s-%d read_committed %q, want %d records", p.Topic(), p.Index(), got, commits)
+				}
+			}
+		})
 	}
 }

@@ -46,6 +46,14 @@
 //
 // # Caveats
 //
+//   - Transactions are atomic across process crashes under every sync
+//     policy, and across machine crashes under SyncAlways only: there a
+//     transaction's batches, then its decision, then its markers are each
+//     synced before the next step. Under the other policies a machine
+//     crash may lose the unsynced tail of any log, a transaction's data,
+//     decision and markers included, so part of a transaction may be
+//     lost; the decision is then not synced either (it would not close
+//     that gap, and would cost an fdatasync per transaction).
 //   - After a restart a producer's dedup cache holds its newest batch (from
 //     the snapshot) plus whatever replay adds, as on a Kafka broker: a retry
 //     of an older batch gets OUT_OF_ORDER_SEQUENCE_NUMBER. A producer keeping

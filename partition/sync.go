@@ -24,6 +24,10 @@ type groupSync struct {
 	syncs   atomic.Int64
 }
 
+// Syncs is the number of group syncs (fdatasync rounds of the log's
+// segments) run so far: for tests and metrics.
+func (l *Log) Syncs() int64 { return l.sync.syncs.Load() }
+
 // advance records that offsets below end are durable (a roll synced them).
 func (g *groupSync) advance(end int64) {
 	g.mu.Lock()
