@@ -22,9 +22,9 @@ const baselineCap = 1 << 30
 const informativeMax = 500 * time.Millisecond
 
 // runBaseline measures the machine after the run (the engine is closed, so
-// its bytes are on disk and the page cache holds nothing dirty of ours) on
-// the run's directory and bytes, and fills res.Baseline and
-// res.RatioToBaseline.
+// its bytes are on disk, and their pages are then dropped from the page
+// cache: evictPageCache) on the run's directory and bytes, and fills
+// res.Baseline and res.RatioToBaseline.
 func runBaseline(ctx context.Context, dir string, c Config, p parsed, res *Result) error {
 	bl := &res.Baseline
 	bl.ComparedWith = "write"
@@ -40,6 +40,7 @@ func runBaseline(ctx context.Context, dir string, c Config, p parsed, res *Resul
 		return nil
 	}
 	bl.When = "after"
+	bl.EvictedBytes = evictPageCache(dir)
 	bl.ChunkBytes = max(1, res.Bytes/res.Batches)
 	total := min(res.Bytes, baselineCap)
 

@@ -52,7 +52,7 @@ func checkSane(t *testing.T, res *Result) {
 		t.Errorf("bad totals: %+v", res)
 	}
 	if bl := res.Baseline; bl.When != "after" || bl.WriteBytesPerSec <= 0 || bl.WriteFdatasyncBytesPerSec <= 0 ||
-		bl.SyncGroup < 1 || bl.ChunkBytes <= 0 || res.RatioToBaseline <= 0 {
+		bl.SyncGroup < 1 || bl.ChunkBytes <= 0 || res.RatioToBaseline <= 0 || bl.EvictedBytes < res.Bytes {
 		t.Errorf("bad baseline: %+v, ratio %v", bl, res.RatioToBaseline)
 	}
 	var sum int64

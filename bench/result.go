@@ -108,6 +108,9 @@ type Baseline struct {
 	ComparedWith string `json:"compared_with"`
 	// Truncated: BaselineMax stopped a measurement early.
 	Truncated bool `json:"truncated"`
+	// EvictedBytes is the size of the run's files whose pages were
+	// dropped from the page cache before the baseline (evictPageCache).
+	EvictedBytes int64 `json:"evicted_bytes"`
 }
 
 // PartitionOffsets is where the run's appends went in one partition.
@@ -190,6 +193,9 @@ func (r *Result) WriteSummary(w io.Writer) error {
 			countString(bl.ChunkBytes), bl.When)
 		if bl.SyncGroupSource != "observed" {
 			fmt.Fprintf(&b, "               (sync group = producers: no syncs observed under fsync %s)\n", wl.Fsync)
+		}
+		if bl.EvictedBytes > 0 {
+			fmt.Fprintf(&b, "               (the run's %s dropped from the page cache first)\n", sizeString(float64(bl.EvictedBytes)))
 		}
 		name := "write(2)"
 		if bl.ComparedWith == "write_fdatasync" {
