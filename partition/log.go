@@ -84,6 +84,17 @@ func (o Options) withDefaults() Options {
 			o.Segment.Mode = segment.WritePwrite
 		}
 	}
+	if o.Segment.Reserve == segment.ReserveDefault {
+		// With a sync per append, each fdatasync after an append into
+		// fallocated (unwritten) blocks also commits their conversion to
+		// the journal; into zero-filled blocks it flushes data only
+		// (segment.ReserveZeroFill). Without, the zeros would only double
+		// the bytes written.
+		o.Segment.Reserve = segment.ReserveFallocate
+		if o.Sync.Kind == SyncAlways {
+			o.Segment.Reserve = segment.ReserveZeroFill
+		}
+	}
 	return o
 }
 
@@ -109,6 +120,9 @@ type Log struct {
 	// prefaulted is how far the active segment was handed to the
 	// maintainer for prefaulting.
 	prefaulted int64
+	// appended counts bytes appended; atPrefault and syncsAtPrefault are
+	// it and the sync count at the last prefault request (zeroFillPays).
+	appended, atPrefault, syncsAtPrefault int64
 
 	// segs is the immutable list of live segments, replaced (never edited)
 	// under mu; readers load it without a lock.
@@ -253,11 +267,14 @@ func (l *Log) writeLocked(v batch.Batch) (res AppendResult, err error) {
 		return res, fmt.Errorf("cannot append at offset %d: %w", base, err)
 	}
 	l.leo = last + 1
+	l.appended += int64(len(v))
 	if size := seg.Size(); size >= l.prefaulted-l.prefaultAhead()/2 {
 		// Half the prefaulted run is used: ask for the next one.
 		l.prefaulted = size + l.prefaultAhead()
+		zero := l.zeroFillPays()
+		l.maint.zeroFill.Store(zero)
 		if seg.acquire() {
-			l.submit(task{kind: taskPrefault, seg: seg, cursor: size, populate: seg.ThroughMapping(int64(len(v)))})
+			l.submit(task{kind: taskPrefault, seg: seg, cursor: size, populate: seg.ThroughMapping(int64(len(v))), zero: zero})
 		}
 	}
 	return AppendResult{BaseOffset: base, LastOffset: last}, nil
@@ -434,6 +451,34 @@ func (l *Log) roll(base int64) error {
 		l.submit(task{kind: taskSpare})
 	}
 	return nil
+}
+
+// zeroFillMaxBytesPerSync is the most bytes per sync, on average since
+// the previous prefault request, at which the next run of the segment is
+// zero-filled rather than fallocated (segment.ReserveZeroFill). Measured
+// under fsync always, old and new binaries interleaved: one producer
+// syncing every 11 KB batch (idemlog bench --producers 1 --record-size
+// 100 --batch 100) ran at 700-838k records/s on zero-filled blocks
+// against 360-464k (p50 95-124 against 205-254 us per batch). But 64
+// producers on 4 partitions, 16 KiB batches, whose syncs carry 90-120 KB
+// each, ran at 488-573k against 583-612k with zero fills, p99 4.8-5.6
+// against 3.6-3.8 ms: the zeros double the bytes the device writes,
+// which pays only while each sync is small and the journal commit that
+// written blocks save dominates it.
+const zeroFillMaxBytesPerSync = 64 << 10
+
+// zeroFillPays decides, at a prefault request (writer, under mu), whether
+// the next run is zero-filled: under SyncAlways, when the syncs since the
+// last request averaged at most zeroFillMaxBytesPerSync, or when there
+// were none to judge by (a fresh log: a sync per append is the case to
+// serve from the start).
+func (l *Log) zeroFillPays() bool {
+	if l.opts.Segment.Reserve != segment.ReserveZeroFill {
+		return false
+	}
+	bytes, syncs := l.appended-l.atPrefault, l.sync.syncs.Load()-l.syncsAtPrefault
+	l.atPrefault, l.syncsAtPrefault = l.appended, l.sync.syncs.Load()
+	return syncs == 0 || bytes/syncs <= zeroFillMaxBytesPerSync
 }
 
 // durableOnly reports whether readers may see only durable bytes.

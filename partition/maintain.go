@@ -25,6 +25,9 @@ type maintainer struct {
 	// spareWanted is set while a spare is being made, so rolls in quick
 	// succession ask for one spare at a time.
 	spareWanted atomic.Bool
+	// zeroFill is the writer's latest zeroFillPays verdict, which spares
+	// follow.
+	zeroFill atomic.Bool
 	// drop makes the maintainer skip its work: tests use it to leave files
 	// exactly as a crash would.
 	drop atomic.Bool
@@ -60,7 +63,9 @@ type task struct {
 	// populate: prefault pages, not only reserve blocks, because the
 	// append that asked went through the mapping (the next ones likely will)
 	populate bool
-	done     chan struct{}
+	// zero: reserve by zero-filling (zeroFillPays)
+	zero bool
+	done chan struct{}
 	// seal: the producer snapshot at end, written before the recovery
 	// point moves past it.
 	snapshot []byte
@@ -98,14 +103,14 @@ func (l *Log) runMaintainer() {
 		case taskSeal:
 			l.sealRolled(t.seg, t.end, t.snapshot)
 		case taskSpare:
-			if sp, err := segment.CreateSpare(l.dir, l.opts.Segment); err == nil {
+			if sp, err := segment.CreateSpare(l.dir, l.opts.Segment, l.maint.zeroFill.Load()); err == nil {
 				if old := l.maint.spare.Swap(sp); old != nil {
 					old.Discard()
 				}
 			}
 			l.maint.spareWanted.Store(false)
 		case taskPrefault:
-			_ = t.seg.Prepare(t.cursor, l.prefaultAhead(), t.populate)
+			_ = t.seg.Prepare(t.cursor, l.prefaultAhead(), t.populate, t.zero)
 			t.seg.release()
 		}
 	}

@@ -63,7 +63,36 @@ type Options struct {
 	ReserveAhead int64
 	// Mode is the write path.
 	Mode WriteMode
+	// Reserve is how blocks are reserved ahead of the writer.
+	Reserve ReserveMode
 }
+
+// ReserveMode chooses how a segment backs its file with blocks ahead of
+// the write cursor.
+type ReserveMode int
+
+const (
+	// ReserveDefault is ReserveFallocate (the partition picks
+	// ReserveZeroFill under SyncAlways).
+	ReserveDefault ReserveMode = iota
+	// ReserveFallocate reserves with fallocate(2): cheap, but the blocks
+	// are "unwritten" extents, and every fdatasync after an append into
+	// them also commits the extent conversion to the journal.
+	ReserveFallocate
+	// ReserveZeroFill lets the background Prepare (and CreateSpare) write
+	// zeros ahead of the cursor and wait for them to reach the device
+	// (zeroFill), as PostgreSQL zero-fills its WAL segments: appends then
+	// overwrite written blocks, and each fdatasync flushes data only.
+	// Measured here with 11 KB writes, each followed by an fdatasync: 6-8
+	// us per write and 102-142 us per fdatasync into zeroed blocks,
+	// against 10-12 us and 157-223 us into fallocated ones. The price is
+	// writing every byte of the segment twice, so it pays when syncs are
+	// many and small (latency rules) and not when they are few and large
+	// (bandwidth rules): the caller says which per call (Prepare's zero).
+	// The writer itself never zero-fills: when it outruns Prepare it waits
+	// for a fill in flight, then fallocates just what it needs.
+	ReserveZeroFill
+)
 
 const (
 	DefaultMaxBytes           = 1 << 30
@@ -74,6 +103,12 @@ const (
 	// mixedThreshold splits WriteMixed: below it a syscall costs more than
 	// the copy.
 	mixedThreshold = 8 << 10
+
+	// zeroPiece is how much a zero fill writes and waits for at a time
+	// (ReserveZeroFill): small enough that a writer's fdatasync queued
+	// behind a piece on the device, or a writer waiting for the next
+	// piece, waits about a millisecond at most.
+	zeroPiece = 256 << 10
 )
 
 func (o Options) withDefaults() Options {
@@ -132,6 +167,11 @@ type Segment struct {
 	// writer with a background Prepare, never two producers.
 	reserved atomic.Int64
 	resMu    sync.Mutex
+	// filling is set (under resMu) while Prepare zero-fills past reserved
+	// without the lock; the writer waits on fillDone (resMu) before it
+	// reserves anything itself, so nobody writes into a range being zeroed.
+	filling  bool
+	fillDone sync.Cond
 
 	// published is how many bytes readers may see. It is stored after the
 	// bytes below it are written (by the writer, or after the sync that made
@@ -305,7 +345,23 @@ func (s *Segment) reserve(end int64) error {
 	}
 	s.resMu.Lock()
 	defer s.resMu.Unlock()
+	for s.filling && end > s.reserved.Load() {
+		s.fillWait() // the fill raises reserved piece by piece
+	}
+	if s.opts.Reserve == ReserveZeroFill {
+		// Reserve no more than this append needs: Prepare zero-fills
+		// from there, and every fallocated byte costs the syncs into it.
+		return s.reserveLocked(end, end)
+	}
 	return s.reserveLocked(end, end+s.opts.ReserveAhead)
+}
+
+// fillWait waits, under resMu, for the zero fill in flight.
+func (s *Segment) fillWait() {
+	if s.fillDone.L == nil {
+		s.fillDone.L = &s.resMu
+	}
+	s.fillDone.Wait()
 }
 
 func (s *Segment) reserveLocked(need, want int64) error {
@@ -340,20 +396,77 @@ func (s *Segment) ThroughMapping(n int64) bool {
 // the writer's size as last seen. Prefaulting pays only for pages the
 // writer stores to through the mapping: pages that pwritev fills are
 // zeroed, mapped and then written again by the kernel, for nothing (65% of
-// the Kafka listener's produce CPU with 1 MB batches, bench/peers).
-
-func (s *Segment) Prepare(cursor, ahead int64, populate bool) error {
-	s.resMu.Lock()
-	err := s.reserveLocked(cursor+ahead, cursor+ahead)
-	end := min(s.reserved.Load(), cursor+ahead)
-	s.resMu.Unlock()
+// the Kafka listener's produce CPU with 1 MB batches, bench/peers). With
+// zero, under ReserveZeroFill, it reserves by zero-filling
+// (prepareZeroFill); otherwise with fallocate.
+func (s *Segment) Prepare(cursor, ahead int64, populate, zero bool) error {
+	var err error
+	if zero && s.opts.Reserve == ReserveZeroFill {
+		err = s.prepareZeroFill(cursor, ahead)
+	} else {
+		s.resMu.Lock()
+		err = s.reserveLocked(cursor+ahead, cursor+ahead)
+		s.resMu.Unlock()
+	}
 	if err != nil {
 		return err
 	}
+	end := min(s.reserved.Load(), cursor+ahead)
 	if populate && s.opts.Mode != WritePwrite && end > cursor {
 		if err := s.m.PopulateWrite(int(cursor), int(end-cursor)); err != nil && !errors.Is(err, mmap.ErrPopulateUnsupported) {
 			return fmt.Errorf("cannot prefault segment %d: %w", s.base, errors.Join(ErrIO, err))
 		}
+	}
+	return nil
+}
+
+// prepareZeroFill is Prepare under ReserveZeroFill: it zero-fills from
+// the reserved mark to cursor+ahead (rounded to pages, within the mapped
+// capacity) piece by piece with resMu released, so the writer keeps
+// appending below the mark meanwhile, and raises the mark after each
+// piece.
+//
+// The range past reserved is the filler's alone: the writer stores only
+// below reserved, and a writer that needs more while filling is set waits
+// in reserve for the next piece (resMu and fillDone order the piece's
+// writes before its own). Readers see only published bytes, below the
+// writer's size.
+func (s *Segment) prepareZeroFill(cursor, ahead int64) error {
+	s.resMu.Lock()
+	have := s.reserved.Load()
+	page := int64(mmap.PageSize())
+	target := min((cursor+ahead+page-1)/page*page, int64(len(s.data)))
+	if target <= have || s.filling {
+		s.resMu.Unlock()
+		return nil
+	}
+	s.filling = true
+	s.resMu.Unlock()
+
+	var err error
+	for have < target && err == nil {
+		end := min(have+zeroPiece, target)
+		err = zeroFill(s.log, have, end-have)
+		s.resMu.Lock()
+		if err == nil {
+			if s.reserved.Load() != have {
+				panic("BUG: segment: reserved mark moved during a zero fill")
+			}
+			s.reserved.Store(end)
+			have = end
+		}
+		if end >= target || err != nil {
+			s.filling = false
+		}
+		if s.fillDone.L != nil {
+			s.fillDone.Broadcast()
+		}
+		s.resMu.Unlock()
+	}
+	if err != nil {
+		// The writer reserves with fallocate when it gets there, which
+		// reports a full disk as ErrNoSpace on its own append.
+		return fmt.Errorf("cannot zero-fill segment %d: %w", s.base, ioErr(err))
 	}
 	return nil
 }

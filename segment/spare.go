@@ -29,8 +29,10 @@ type Spare struct {
 	m    *mmap.Mapping
 }
 
-// CreateSpare prepares the next segment's .log in dir.
-func CreateSpare(dir string, opts Options) (*Spare, error) {
+// CreateSpare prepares the next segment's .log in dir, reserving its first
+// ReserveAhead bytes by zero-filling them with zero (under
+// ReserveZeroFill), else with fallocate.
+func CreateSpare(dir string, opts Options, zero bool) (*Spare, error) {
 	opts = opts.withDefaults()
 	path := filepath.Join(dir, spareName())
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
@@ -38,7 +40,18 @@ func CreateSpare(dir string, opts Options) (*Spare, error) {
 		return nil, fmt.Errorf("cannot create spare segment: %w", ioErr(err))
 	}
 	sp := &Spare{dir: dir, opts: opts, f: f}
-	if err := mmap.Fallocate(f, 0, opts.ReserveAhead); err != nil {
+	reserve := func() error { return mmap.Fallocate(f, 0, opts.ReserveAhead) }
+	if zero && opts.Reserve == ReserveZeroFill {
+		// The spare is private until Activate: no writer to wait for.
+		// Where zero-filling fails (no sync_file_range), fallocate.
+		reserve = func() error {
+			if err := zeroFill(f, 0, opts.ReserveAhead); err != nil {
+				return mmap.Fallocate(f, 0, opts.ReserveAhead)
+			}
+			return nil
+		}
+	}
+	if err := reserve(); err != nil {
 		sp.Discard()
 		return nil, fmt.Errorf("cannot reserve spare segment: %w", ioErr(err))
 	}

@@ -1,0 +1,12 @@
+//go:build !linux
+
+package segment
+
+import (
+	"errors"
+	"os"
+)
+
+// zeroFill is Linux-only (sync_file_range); elsewhere reservations fall
+// back to fallocate.
+func zeroFill(*os.File, int64, int64) error { return errors.ErrUnsupported }
