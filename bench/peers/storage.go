@@ -62,7 +62,7 @@ type storagePeer struct {
 
 // storagePeers lists every peer; a peer that could not be built would be
 // missing here, and its file says why.
-var storagePeers = []storagePeer{rawPeer, idemlogPeer, idemlogPwritePeer, idemlogKafkaPeer, kfakePeer, natsPeer, pebblePeer}
+var storagePeers = []storagePeer{rawPeer, rawZeroedPeer, idemlogPeer, idemlogPwritePeer, idemlogKafkaPeer, kfakePeer, natsPeer, pebblePeer, pebbleRecycledPeer}
 
 // StorageRun is one peer's run of one workload in one round.
 type StorageRun struct {
@@ -174,7 +174,7 @@ func runStorage(ctx context.Context, c StorageConfig, progress io.Writer) (*Stor
 				byPeer[r.Peer] = append(byPeer[r.Peer], r.Phase)
 			}
 		}
-		rep.Summary = append(rep.Summary, summarize(w.String(), c.Peers, byPeer, "idemlog", "raw")...)
+		rep.Summary = append(rep.Summary, summarize(w.String(), c.Peers, byPeer, "idemlog", "raw", "raw-zeroed")...)
 	}
 	return rep, nil
 }

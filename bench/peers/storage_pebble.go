@@ -41,10 +41,29 @@ type unsyncedFile struct{ f *os.File }
 func (f unsyncedFile) Write(p []byte) (int, error) { return f.f.Write(p) }
 func (f unsyncedFile) Close() error                { return f.f.Close() }
 
-func openPebble(dir string, w workload) (storageWriter, error) {
+func openPebble(dir string, w workload) (storageWriter, error) { return openPebbleWAL(dir, w, false) }
+
+// pebbleRecycledPeer is the LogWriter over a file zero-filled before the
+// run (off the clock), standing in for the recycled WAL file that pebble's
+// DB hands its LogWriter once it has one to reuse: its writes then
+// overwrite written blocks, as idemlog's do into its zero-filled segments
+// under fsync always (see rawZeroedPeer).
+var pebbleRecycledPeer = storagePeer{name: "pebble-recycled", about: "pebble's record.LogWriter over a file zero-filled before the run, like a recycled WAL",
+	open: func(dir string, w workload) (storageWriter, error) { return openPebbleWAL(dir, w, true) }}
+
+func openPebbleWAL(dir string, w workload, recycled bool) (storageWriter, error) {
 	f, err := os.Create(filepath.Join(dir, "000001.log"))
 	if err != nil {
 		return nil, fmt.Errorf("cannot create wal: %w", err)
+	}
+	if recycled {
+		// Values plus the LogWriter's framing (7 bytes per chunk, at
+		// least one chunk per 32 KiB block and per record), with room.
+		n := int64(w.Records)*int64(w.Size)*5/4 + 1<<20
+		if err := zeroFile(f, n); err != nil {
+			f.Close()
+			return nil, err
+		}
 	}
 	pw := &pebbleWriter{sync: w.Sync, sem: make(chan struct{}, record.SyncConcurrency),
 		buf: make([]byte, 0, w.Size*w.PerBatch)}

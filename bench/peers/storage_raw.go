@@ -17,6 +17,14 @@ import (
 // deduplication.
 var rawPeer = storagePeer{name: "raw", about: "pwrite(2) of the batch's values into a fallocated file (+ fdatasync per batch)", open: openRaw}
 
+// rawZeroedPeer is raw over a file zero-filled (and synced) before the
+// run, off the clock: appends overwrite written blocks, so an fdatasync
+// flushes data only, where after an append into fallocated (unwritten)
+// blocks it also commits their conversion to the journal. It is the raw
+// bound for idemlog under fsync always, whose segments are zero-filled
+// ahead of the writer (segment.ReserveZeroFill, on the clock).
+var rawZeroedPeer = storagePeer{name: "raw-zeroed", about: "raw over a file zero-filled before the run (written blocks)", open: openRawZeroed}
+
 type rawWriter struct {
 	f    *os.File
 	off  int64
@@ -34,6 +42,33 @@ func openRaw(dir string, w workload) (storageWriter, error) {
 		return nil, fmt.Errorf("cannot preallocate raw file: %w", err)
 	}
 	return &rawWriter{f: f, sync: w.Sync, buf: make([]byte, 0, w.Size*w.PerBatch)}, nil
+}
+
+func openRawZeroed(dir string, w workload) (storageWriter, error) {
+	f, err := os.Create(filepath.Join(dir, "raw"))
+	if err != nil {
+		return nil, fmt.Errorf("cannot create raw file: %w", err)
+	}
+	if err := zeroFile(f, int64(w.Records)*int64(w.Size)); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &rawWriter{f: f, sync: w.Sync, buf: make([]byte, 0, w.Size*w.PerBatch)}, nil
+}
+
+// zeroFile writes n zero bytes into f from offset 0 and syncs them, so
+// that its blocks are allocated and written before the timed run.
+func zeroFile(f *os.File, n int64) error {
+	zeros := make([]byte, 1<<20)
+	for off := int64(0); off < n; off += int64(len(zeros)) {
+		if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), n-off)], off); err != nil {
+			return fmt.Errorf("cannot zero-fill %s: %w", f.Name(), err)
+		}
+	}
+	if err := unix.Fdatasync(int(f.Fd())); err != nil {
+		return fmt.Errorf("cannot sync %s: %w", f.Name(), err)
+	}
+	return nil
 }
 
 func (r *rawWriter) write(recs [][]byte) error {
