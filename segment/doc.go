@@ -15,11 +15,13 @@
 // One goroutine, the partition's writer, appends. The whole segment
 // capacity (segment.bytes) is mapped once at creation, but bytes are only
 // ever stored below the reserved mark: blocks up to it were allocated with
-// fallocate (mmap.Fallocate), so a full disk surfaces as an error from
-// Append and never as SIGBUS from a store. The reservation runs ahead of the
-// write cursor in chunks, and a background call (Prepare) can extend it and
-// prefault the pages with MADV_POPULATE_WRITE so the writer rarely takes a
-// page fault itself.
+// fallocate (mmap.Fallocate) or by writing zeros over them (ReserveZeroFill),
+// so a full disk surfaces as an error from Append and never as SIGBUS from
+// a store. The reservation runs ahead of the write cursor in chunks, and a
+// background call (Prepare) can extend it, zero-filling the run when asked
+// (fdatasync is then cheaper for appends there: no unwritten extents to
+// convert), and prefault the pages with MADV_POPULATE_WRITE so the writer
+// rarely takes a page fault itself.
 //
 // Append copies the caller's batch into the file with pwritev (or stores it
 // through the mapping, see WriteMode) and updates the indexes: an offset-index entry is
