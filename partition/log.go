@@ -118,8 +118,8 @@ type Log struct {
 	unsealedMu sync.Mutex // guards unsealed; taken after mu, or alone
 	dirDirty   atomic.Bool
 	// prefaulted is how far the active segment was handed to the
-	// maintainer for prefaulting.
-	prefaulted int64
+	// maintainer for prefaulting, prefaultRun the length of that last run.
+	prefaulted, prefaultRun int64
 	// appended counts bytes appended; atPrefault and syncsAtPrefault are
 	// it and the sync count at the last prefault request (zeroFillPays).
 	appended, atPrefault, syncsAtPrefault int64
@@ -268,13 +268,20 @@ func (l *Log) writeLocked(v batch.Batch) (res AppendResult, err error) {
 	}
 	l.leo = last + 1
 	l.appended += int64(len(v))
-	if size := seg.Size(); size >= l.prefaulted-l.prefaultAhead()/2 {
+	if size := seg.Size(); size >= l.prefaulted-l.prefaultRun/2 {
 		// Half the prefaulted run is used: ask for the next one.
-		l.prefaulted = size + l.prefaultAhead()
 		zero := l.zeroFillPays()
+		run := l.prefaultAhead()
+		if zero {
+			// Zeros double the bytes written: a log gets at most as
+			// many ahead as it has appended, so that one appending
+			// little (of many, say) costs the device little.
+			run = min(run, max(minZeroRun, l.appended))
+		}
+		l.prefaultRun, l.prefaulted = run, size+run
 		l.maint.zeroFill.Store(zero)
 		if seg.acquire() {
-			l.submit(task{kind: taskPrefault, seg: seg, cursor: size, populate: seg.ThroughMapping(int64(len(v))), zero: zero})
+			l.submit(task{kind: taskPrefault, seg: seg, cursor: size, ahead: run, populate: seg.ThroughMapping(int64(len(v))), zero: zero})
 		}
 	}
 	return AppendResult{BaseOffset: base, LastOffset: last}, nil
@@ -466,6 +473,10 @@ func (l *Log) roll(base int64) error {
 // which pays only while each sync is small and the journal commit that
 // written blocks save dominates it.
 const zeroFillMaxBytesPerSync = 64 << 10
+
+// minZeroRun is the shortest run zero-filled ahead of a log's writer: two
+// of the segment's zero-fill pieces.
+const minZeroRun = 512 << 10
 
 // zeroFillPays decides, at a prefault request (writer, under mu), whether
 // the next run is zero-filled: under SyncAlways, when the syncs since the

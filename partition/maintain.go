@@ -60,6 +60,7 @@ type task struct {
 	seg    *segRef
 	end    int64 // seal: the offset after the segment
 	cursor int64 // prefault: the writer's position
+	ahead  int64 // prefault: how far past cursor
 	// populate: prefault pages, not only reserve blocks, because the
 	// append that asked went through the mapping (the next ones likely will)
 	populate bool
@@ -110,7 +111,7 @@ func (l *Log) runMaintainer() {
 			}
 			l.maint.spareWanted.Store(false)
 		case taskPrefault:
-			_ = t.seg.Prepare(t.cursor, l.prefaultAhead(), t.populate, t.zero)
+			_ = t.seg.Prepare(t.cursor, t.ahead, t.populate, t.zero)
 			t.seg.release()
 		}
 	}

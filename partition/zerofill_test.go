@@ -1,6 +1,8 @@
 package partition
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/idemlog/idemlog/segment"
@@ -42,5 +44,45 @@ func TestZeroFillFollowsSyncSize(t *testing.T) {
 		if err := l.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestZeroFillBoundedByAppends: a log that appends little gets little
+// zero-filled ahead (at most minZeroRun past what it wrote, where the
+// reservation used to run a whole ReserveAhead), and one that keeps
+// appending gets up to ReserveAhead: many quiet partitions under
+// SyncAlways must not cost the device ReserveAhead of zeros each.
+func TestZeroFillBoundedByAppends(t *testing.T) {
+	const ahead = 4 << 20
+	dir := t.TempDir()
+	l, err := Open(dir, Options{Sync: SyncPolicy{Kind: SyncAlways}, Segment: segment.Options{MaxBytes: 64 << 20, ReserveAhead: ahead}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	fileSize := func() int64 {
+		st, err := os.Stat(filepath.Join(dir, segment.FileName(0, ".log")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Size()
+	}
+	for i := range 10 {
+		if _, err := l.Append(makeBatch(t, i, 1, 2000, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.waitIdle()
+	if got, max := fileSize(), int64(20<<10+minZeroRun+4096); got > max || !l.maint.zeroFill.Load() {
+		t.Fatalf("after 20 KB: file %d bytes (want <= %d), zero fill %v", got, max, l.maint.zeroFill.Load())
+	}
+	for i := range 3000 { // 6 MB
+		if _, err := l.Append(makeBatch(t, i, 1, 2000, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.waitIdle()
+	if got, min := fileSize(), int64(6<<20+ahead/2); got < min {
+		t.Fatalf("after 6 MB: file %d bytes, want >= %d (a full run ahead)", got, min)
 	}
 }
