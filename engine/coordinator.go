@@ -246,6 +246,11 @@ func (c *Coordinator) waitState(end int64) error { return c.log.Log().WaitDurabl
 // committing every 1000 small batches ran at 0.51-0.67x of idempotent
 // throughput.
 func (c *Coordinator) waitDecision(end int64) error {
+	if h := decisionSyncHook; h != nil {
+		if err := h(); err != nil {
+			return err
+		}
+	}
 	if !c.log.Log().MustWait() {
 		return nil
 	}
@@ -628,12 +633,18 @@ func (c *Coordinator) endLocked(m *txnMeta, commit, fence, tv2 bool) error {
 	}
 	err = c.waitDecision(end)
 	c.mu.Lock()
+	if err != nil {
+		// The decision may not be durable, so no marker may follow it:
+		// the id goes back to its state before the decision (as Kafka's
+		// coordinator drops a transition whose log write failed), and a
+		// retry decides again if the log still takes appends. Left
+		// PrepareX, a retry would have written the markers.
+		c.txns[m.id] = m
+		return fmt.Errorf("cannot persist decision of %q: %w", m.id, err)
+	}
 	decided := next
 	decided.deciding = false
 	c.txns[m.id] = &decided
-	if err != nil {
-		return fmt.Errorf("cannot persist decision of %q: %w", m.id, err)
-	}
 	return c.complete(&decided)
 }
 
@@ -693,6 +704,10 @@ func (c *Coordinator) complete(m *txnMeta) error {
 }
 
 var errCrashTest = fmt.Errorf("stopped by a crash test")
+
+// decisionSyncHook, for tests, fails a decision's sync when it returns an
+// error.
+var decisionSyncHook func() error
 
 // decidingHook, for tests, runs in endLocked while a decision waits for
 // its sync with the coordinator's mutex released.

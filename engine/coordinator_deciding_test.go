@@ -141,3 +141,51 @@ func TestDecisionSyncFollowsPolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestDecisionSyncFailureWritesNoMarker: when a decision's sync fails, the
+// commit fails, no marker is written, and the id is back to Ongoing, not
+// left PrepareCommit (where a retry would write the markers of a decision
+// that may not be durable); a later commit decides again and succeeds.
+func TestDecisionSyncFailureWritesNoMarker(t *testing.T) {
+	e := openEngine(t, t.TempDir(), alwaysOptions)
+	defer e.Close()
+	e.CreateTopic("t", 2)
+	p0, _ := e.Partition("t", 0)
+	p1, _ := e.Partition("t", 1)
+	tp, err := e.NewTransactionalProducer("a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*Partition{p0, p1} {
+		if err := txnSend(t, tp, p, 'a'); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errSync := errors.New("injected sync failure")
+	decisionSyncHook = func() error { return errSync }
+	err = tp.Commit()
+	decisionSyncHook = nil
+	if !errors.Is(err, errSync) {
+		t.Fatalf("commit with a failing decision sync: %v", err)
+	}
+	c := tp.c
+	c.mu.Lock()
+	state := c.txns["a"].state
+	c.mu.Unlock()
+	if state != TxnOngoing {
+		t.Fatalf("after a failed decision sync the id is %v, want Ongoing", state)
+	}
+	for _, p := range []*Partition{p0, p1} {
+		if hw := p.Log().HighWatermark(); hw != 1 {
+			t.Fatalf("%s-%d holds %d offsets after a failed decision, want 1 (no marker)", p.Topic(), p.Index(), hw)
+		}
+	}
+	if err := tp.Commit(); err != nil {
+		t.Fatalf("commit after the failure: %v", err)
+	}
+	for _, p := range []*Partition{p0, p1} {
+		if got := readCommittedValues(t, p); len(got) != 1 {
+			t.Errorf("%s-%d read_committed %q, want the one record", p.Topic(), p.Index(), got)
+		}
+	}
+}

@@ -279,7 +279,11 @@ func (l *Log) writeLocked(v batch.Batch) (res AppendResult, err error) {
 			run = min(run, max(minZeroRun, l.appended))
 		}
 		l.prefaultRun, l.prefaulted = run, size+run
-		l.maint.zeroFill.Store(zero)
+		if zero {
+			l.maint.zeroRun.Store(run)
+		} else {
+			l.maint.zeroRun.Store(0)
+		}
 		if seg.acquire() {
 			l.submit(task{kind: taskPrefault, seg: seg, cursor: size, ahead: run, populate: seg.ThroughMapping(int64(len(v))), zero: zero})
 		}
@@ -480,16 +484,23 @@ const minZeroRun = 512 << 10
 
 // zeroFillPays decides, at a prefault request (writer, under mu), whether
 // the next run is zero-filled: under SyncAlways, when the syncs since the
-// last request averaged at most zeroFillMaxBytesPerSync, or when there
-// were none to judge by (a fresh log: a sync per append is the case to
-// serve from the start).
+// last request averaged at most zeroFillMaxBytesPerSync, or, with no sync
+// finished since, when no more than that was appended (a fresh log: a
+// sync per small append is the case to serve from the start).
 func (l *Log) zeroFillPays() bool {
 	if l.opts.Segment.Reserve != segment.ReserveZeroFill {
 		return false
 	}
-	bytes, syncs := l.appended-l.atPrefault, l.sync.syncs.Load()-l.syncsAtPrefault
-	l.atPrefault, l.syncsAtPrefault = l.appended, l.sync.syncs.Load()
-	return syncs == 0 || bytes/syncs <= zeroFillMaxBytesPerSync
+	now := l.sync.syncs.Load()
+	bytes, syncs := l.appended-l.atPrefault, now-l.syncsAtPrefault
+	l.atPrefault, l.syncsAtPrefault = l.appended, now
+	if syncs == 0 {
+		// No sync finished since: the appends since either are all
+		// waiting for one sync (no more than the threshold in all, a
+		// fresh log's first appends) or are not small.
+		return bytes <= zeroFillMaxBytesPerSync
+	}
+	return bytes/syncs <= zeroFillMaxBytesPerSync
 }
 
 // durableOnly reports whether readers may see only durable bytes.

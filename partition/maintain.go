@@ -25,9 +25,9 @@ type maintainer struct {
 	// spareWanted is set while a spare is being made, so rolls in quick
 	// succession ask for one spare at a time.
 	spareWanted atomic.Bool
-	// zeroFill is the writer's latest zeroFillPays verdict, which spares
-	// follow.
-	zeroFill atomic.Bool
+	// zeroRun is the run the writer last asked to zero-fill, 0 when its
+	// latest zeroFillPays verdict was fallocate: spares follow it.
+	zeroRun atomic.Int64
 	// drop makes the maintainer skip its work: tests use it to leave files
 	// exactly as a crash would.
 	drop atomic.Bool
@@ -104,7 +104,7 @@ func (l *Log) runMaintainer() {
 		case taskSeal:
 			l.sealRolled(t.seg, t.end, t.snapshot)
 		case taskSpare:
-			if sp, err := segment.CreateSpare(l.dir, l.opts.Segment, l.maint.zeroFill.Load()); err == nil {
+			if sp, err := segment.CreateSpare(l.dir, l.opts.Segment, l.maint.zeroRun.Load()); err == nil {
 				if old := l.maint.spare.Swap(sp); old != nil {
 					old.Discard()
 				}

@@ -28,7 +28,7 @@ func TestZeroFillFollowsSyncSize(t *testing.T) {
 				n++
 			}
 			l.waitIdle()
-			return l.maint.zeroFill.Load()
+			return l.maint.zeroRun.Load() > 0
 		}
 		small := phase(300, 1) // 600 KB: a few prefault requests
 		large := phase(12, 100)
@@ -73,8 +73,8 @@ func TestZeroFillBoundedByAppends(t *testing.T) {
 		}
 	}
 	l.waitIdle()
-	if got, max := fileSize(), int64(20<<10+minZeroRun+4096); got > max || !l.maint.zeroFill.Load() {
-		t.Fatalf("after 20 KB: file %d bytes (want <= %d), zero fill %v", got, max, l.maint.zeroFill.Load())
+	if got, max := fileSize(), int64(20<<10+minZeroRun+4096); got > max || l.maint.zeroRun.Load() == 0 {
+		t.Fatalf("after 20 KB: file %d bytes (want <= %d), zero run %d", got, max, l.maint.zeroRun.Load())
 	}
 	for i := range 3000 { // 6 MB
 		if _, err := l.Append(makeBatch(t, i, 1, 2000, 1)); err != nil {

@@ -349,9 +349,11 @@ func (s *Segment) reserve(end int64) error {
 		s.fillWait() // the fill raises reserved piece by piece
 	}
 	if s.opts.Reserve == ReserveZeroFill {
-		// Reserve no more than this append needs: Prepare zero-fills
-		// from there, and every fallocated byte costs the syncs into it.
-		return s.reserveLocked(end, end)
+		// Prepare is behind (or fallocating): reserve one zero-fill
+		// piece past this append, so that neither a syscall per append
+		// nor a long unwritten run follows (every fallocated byte costs
+		// the syncs into it).
+		return s.reserveLocked(end, end+zeroPiece)
 	}
 	return s.reserveLocked(end, end+s.opts.ReserveAhead)
 }

@@ -197,7 +197,7 @@ func TestRecoverCutsAtCorruption(t *testing.T) {
 
 func TestSpareActivate(t *testing.T) {
 	dir := t.TempDir()
-	sp, err := CreateSpare(dir, testOpts, false)
+	sp, err := CreateSpare(dir, testOpts, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

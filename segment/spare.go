@@ -23,29 +23,33 @@ func spareName() string { return fmt.Sprintf("spare-%d.log.tmp", spareSeq.Add(1)
 // roll that needs it, so the roll itself only renames it and creates the
 // indexes.
 type Spare struct {
-	dir  string
-	opts Options
-	f    *os.File
-	m    *mmap.Mapping
+	dir      string
+	opts     Options
+	f        *os.File
+	m        *mmap.Mapping
+	reserved int64 // bytes of the file backed by blocks
 }
 
 // CreateSpare prepares the next segment's .log in dir, reserving its first
-// ReserveAhead bytes by zero-filling them with zero (under
-// ReserveZeroFill), else with fallocate.
-func CreateSpare(dir string, opts Options, zero bool) (*Spare, error) {
+// zero bytes (at most ReserveAhead) by zero-filling them under
+// ReserveZeroFill, or, with zero 0 (or where zero-filling fails), its first
+// ReserveAhead bytes with fallocate.
+func CreateSpare(dir string, opts Options, zero int64) (*Spare, error) {
 	opts = opts.withDefaults()
 	path := filepath.Join(dir, spareName())
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create spare segment: %w", ioErr(err))
 	}
-	sp := &Spare{dir: dir, opts: opts, f: f}
+	sp := &Spare{dir: dir, opts: opts, f: f, reserved: opts.ReserveAhead}
 	reserve := func() error { return mmap.Fallocate(f, 0, opts.ReserveAhead) }
-	if zero && opts.Reserve == ReserveZeroFill {
+	if zero > 0 && opts.Reserve == ReserveZeroFill {
 		// The spare is private until Activate: no writer to wait for.
-		// Where zero-filling fails (no sync_file_range), fallocate.
+		page := int64(mmap.PageSize())
+		sp.reserved = min((zero+page-1)/page*page, opts.ReserveAhead)
 		reserve = func() error {
-			if err := zeroFill(f, 0, opts.ReserveAhead); err != nil {
+			if err := zeroFill(f, 0, sp.reserved); err != nil {
+				sp.reserved = opts.ReserveAhead
 				return mmap.Fallocate(f, 0, opts.ReserveAhead)
 			}
 			return nil
@@ -60,7 +64,7 @@ func CreateSpare(dir string, opts Options, zero bool) (*Spare, error) {
 		return nil, fmt.Errorf("cannot map spare segment: %w", ioErr(err))
 	}
 	if opts.Mode != WritePwrite {
-		if err := sp.m.PopulateWrite(0, int(opts.ReserveAhead)); err != nil && !errors.Is(err, mmap.ErrPopulateUnsupported) {
+		if err := sp.m.PopulateWrite(0, int(sp.reserved)); err != nil && !errors.Is(err, mmap.ErrPopulateUnsupported) {
 			sp.Discard()
 			return nil, fmt.Errorf("cannot prefault spare segment: %w", ioErr(err))
 		}
@@ -80,7 +84,7 @@ func (sp *Spare) Activate(base int64) (*Segment, error) {
 	}
 	s := &Segment{dir: sp.dir, base: base, opts: sp.opts, log: sp.f, fd: int(sp.f.Fd()), m: sp.m, data: sp.m.Bytes(),
 		nextOffset: base, maxTimestamp: -1, maxTimestampOff: base, firstTimestamp: -1}
-	s.reserved.Store(sp.opts.ReserveAhead)
+	s.reserved.Store(sp.reserved)
 	sp.f, sp.m = nil, nil
 	if err := s.openIndexes(true); err != nil {
 		s.closeFiles()

@@ -3,6 +3,7 @@
 package segment
 
 import (
+	"fmt"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -18,8 +19,21 @@ var zeroPage [zeroPiece]byte
 // data only; after a write into unwritten blocks it must also commit the
 // extent conversion to the journal (Options.Reserve has the figures). The
 // allocation itself reaches the journal with the next fdatasync of f.
+//
+// The zeros go through a descriptor of their own, opened anew on the same
+// file: sync_file_range's wait reports a writeback error from anywhere in
+// the file and marks it seen for the open file it was called on, so on
+// the segment's own descriptor it could swallow an error on the writer's
+// data before the syncer's fdatasync sees it, and acknowledged data would
+// be lost silently. Write errors are tracked per open file, so the
+// syncer's fdatasync still reports them.
 func zeroFill(f *os.File, off, n int64) error {
-	fd := int(f.Fd())
+	zf, err := fillFile(f)
+	if err != nil {
+		return err
+	}
+	defer zf.Close()
+	fd := int(zf.Fd())
 	for n > 0 {
 		k := min(n, int64(zeroPiece))
 		for w := int64(0); w < k; {
@@ -45,4 +59,16 @@ func zeroFill(f *os.File, off, n int64) error {
 		off, n = off+k, n-k
 	}
 	return nil
+}
+
+// fillFile opens f's file again, as a new open file (not a dup, which
+// would share f's error tracking): through /proc/self/fd, or by name
+// where there is no /proc (a spare renamed since has moved: the fill then
+// fails and the caller fallocates).
+func fillFile(f *os.File) (*os.File, error) {
+	zf, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", f.Fd()), os.O_WRONLY, 0)
+	if err != nil {
+		zf, err = os.OpenFile(f.Name(), os.O_WRONLY, 0)
+	}
+	return zf, err
 }

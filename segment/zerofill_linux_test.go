@@ -4,6 +4,7 @@ package segment
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -148,5 +149,48 @@ func TestZeroFillConcurrentAppends(t *testing.T) {
 	r, err := VerifyFile(filepath.Join(dir, FileName(0, ".log")), 0)
 	if err != nil || r.Batches != int64(len(sent)) || r.Gaps != 0 {
 		t.Fatalf("verify: %+v, %v (%d batches sent)", r, err, len(sent))
+	}
+}
+
+// TestZeroFillOwnOpenFile: zeroFill writes through a new open file of the
+// segment's file, not the segment's own (nor a dup of it, which shares its
+// status flags and its writeback-error tracking): a sync_file_range there
+// would mark an error on the writer's data as seen, and the syncer's
+// fdatasync would then return success over lost data. Status flags tell a
+// dup from a new open: set O_APPEND on one, look at the other.
+func TestZeroFillOwnOpenFile(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "seg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zf, err := fillFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zf.Close()
+	var a, b unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fstat(int(zf.Fd()), &b); err != nil {
+		t.Fatal(err)
+	}
+	if a.Dev != b.Dev || a.Ino != b.Ino {
+		t.Fatal("the fill file is another file")
+	}
+	flags, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFL, flags|unix.O_APPEND); err != nil {
+		t.Fatal(err)
+	}
+	zflags, err := unix.FcntlInt(zf.Fd(), unix.F_GETFL, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if zflags&unix.O_APPEND != 0 {
+		t.Fatal("the fill file shares the segment's open file (a dup): its errors would be the segment's")
 	}
 }
