@@ -91,7 +91,7 @@ func (o Options) withDefaults() Options {
 		// (segment.ReserveZeroFill). Without, the zeros would only double
 		// the bytes written.
 		o.Segment.Reserve = segment.ReserveFallocate
-		if o.Sync.Kind == SyncAlways {
+		if o.Sync.Kind == SyncAlways && segment.ZeroFillSupported {
 			o.Segment.Reserve = segment.ReserveZeroFill
 		}
 	}

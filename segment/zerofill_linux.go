@@ -9,6 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// ZeroFillSupported reports whether ReserveZeroFill can zero-fill here.
+const ZeroFillSupported = true
+
 // zeroPage is the source of every zero write (read-only).
 var zeroPage [zeroPiece]byte
 

@@ -7,6 +7,9 @@ import (
 	"os"
 )
 
+// ZeroFillSupported reports whether ReserveZeroFill can zero-fill here.
+const ZeroFillSupported = false
+
 // zeroFill is Linux-only (sync_file_range); elsewhere reservations fall
 // back to fallocate.
 func zeroFill(*os.File, int64, int64) error { return errors.ErrUnsupported }
