@@ -478,8 +478,7 @@ func (l *Log) roll(base int64) error {
 // written blocks save dominates it.
 const zeroFillMaxBytesPerSync = 64 << 10
 
-// minZeroRun is the shortest run zero-filled ahead of a log's writer: two
-// of the segment's zero-fill pieces.
+// minZeroRun is the shortest run zero-filled ahead of a log's writer.
 const minZeroRun = 512 << 10
 
 // zeroFillPays decides, at a prefault request (writer, under mu), whether

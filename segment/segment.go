@@ -105,10 +105,11 @@ const (
 	mixedThreshold = 8 << 10
 
 	// zeroPiece is how much a zero fill writes and waits for at a time
-	// (ReserveZeroFill): small enough that a writer's fdatasync queued
-	// behind a piece on the device, or a writer waiting for the next
-	// piece, waits about a millisecond at most.
-	zeroPiece = 256 << 10
+	// (ReserveZeroFill): small, so that a writer's fdatasync queued behind
+	// a piece on the device, or a writer waiting for the next piece,
+	// waits little. A producer syncing every 11 KB batch: p99 378-388 us
+	// with 64 KiB pieces, 454-503 us with 256 KiB, throughput the same.
+	zeroPiece = 64 << 10
 )
 
 func (o Options) withDefaults() Options {
@@ -350,7 +351,7 @@ func (s *Segment) reserve(end int64) error {
 	}
 	if s.opts.Reserve == ReserveZeroFill {
 		// Prepare is behind (or fallocating): reserve one zero-fill
-		// piece past this append, so that neither a syscall per append
+		// piece past this append, so that neither a syscall per page
 		// nor a long unwritten run follows (every fallocated byte costs
 		// the syncs into it).
 		return s.reserveLocked(end, end+zeroPiece)
