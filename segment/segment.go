@@ -408,6 +408,9 @@ func (s *Segment) Prepare(cursor, ahead int64, populate, zero bool) error {
 		err = s.prepareZeroFill(cursor, ahead)
 	} else {
 		s.resMu.Lock()
+		for s.filling {
+			s.fillWait() // not two reservations at once, whoever calls
+		}
 		err = s.reserveLocked(cursor+ahead, cursor+ahead)
 		s.resMu.Unlock()
 	}
@@ -443,13 +446,18 @@ func (s *Segment) prepareZeroFill(cursor, ahead int64) error {
 		s.resMu.Unlock()
 		return nil
 	}
+	zf, err := fillFile(s.log)
+	if err != nil {
+		s.resMu.Unlock()
+		return fmt.Errorf("cannot zero-fill segment %d: %w", s.base, ioErr(err))
+	}
+	defer zf.Close()
 	s.filling = true
 	s.resMu.Unlock()
 
-	var err error
 	for have < target && err == nil {
 		end := min(have+zeroPiece, target)
-		err = zeroFill(s.log, have, end-have)
+		err = zeroFill(zf, have, end-have)
 		s.resMu.Lock()
 		if err == nil {
 			if s.reserved.Load() != have {

@@ -48,7 +48,12 @@ func CreateSpare(dir string, opts Options, zero int64) (*Spare, error) {
 		page := int64(mmap.PageSize())
 		sp.reserved = min((zero+page-1)/page*page, opts.ReserveAhead)
 		reserve = func() error {
-			if err := zeroFill(f, 0, sp.reserved); err != nil {
+			zf, err := fillFile(f)
+			if err == nil {
+				err = zeroFill(zf, 0, sp.reserved)
+				zf.Close()
+			}
+			if err != nil {
 				sp.reserved = opts.ReserveAhead
 				return mmap.Fallocate(f, 0, opts.ReserveAhead)
 			}

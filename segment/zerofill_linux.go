@@ -15,27 +15,23 @@ const ZeroFillSupported = true
 // zeroPage is the source of every zero write (read-only).
 var zeroPage [zeroPiece]byte
 
-// zeroFill writes zeros over [off, off+n) of f, extending it, and waits
-// until they are on the device (sync_file_range), so that the blocks are
-// allocated and written (not fallocate's unwritten extents) before anyone
-// appends there. An fdatasync after an overwrite of written blocks flushes
-// data only; after a write into unwritten blocks it must also commit the
-// extent conversion to the journal (Options.Reserve has the figures). The
-// allocation itself reaches the journal with the next fdatasync of f.
+// zeroFill writes zeros over [off, off+n) of the file open as zf,
+// extending it, and waits until they are on the device
+// (sync_file_range), so that the blocks are allocated and written (not
+// fallocate's unwritten extents) before anyone appends there. An
+// fdatasync after an overwrite of written blocks flushes data only; after
+// a write into unwritten blocks it must also commit the extent conversion
+// to the journal (Options.Reserve has the figures). The allocation itself
+// reaches the journal with the next fdatasync of the file.
 //
-// The zeros go through a descriptor of their own, opened anew on the same
-// file: sync_file_range's wait reports a writeback error from anywhere in
-// the file and marks it seen for the open file it was called on, so on
-// the segment's own descriptor it could swallow an error on the writer's
+// zf must be a file of its own (fillFile), never the segment's descriptor
+// or a dup of it: sync_file_range's wait reports a writeback error from
+// anywhere in the file and marks it seen for the open file it was called
+// on, so on the segment's own it could swallow an error on the writer's
 // data before the syncer's fdatasync sees it, and acknowledged data would
 // be lost silently. Write errors are tracked per open file, so the
 // syncer's fdatasync still reports them.
-func zeroFill(f *os.File, off, n int64) error {
-	zf, err := fillFile(f)
-	if err != nil {
-		return err
-	}
-	defer zf.Close()
+func zeroFill(zf *os.File, off, n int64) error {
 	fd := int(zf.Fd())
 	for n > 0 {
 		k := min(n, int64(zeroPiece))
