@@ -111,7 +111,12 @@ func (l *Log) runMaintainer() {
 			}
 			l.maint.spareWanted.Store(false)
 		case taskPrefault:
-			_ = t.seg.Prepare(t.cursor, t.ahead, t.populate, t.zero)
+			// A segment rolled since the request takes no more
+			// appends: preparing it would only write zeros (or
+			// prefault pages) that its seal truncates away.
+			if l.activeRef.Load() == t.seg {
+				_ = t.seg.Prepare(t.cursor, t.ahead, t.populate, t.zero)
+			}
 			t.seg.release()
 		}
 	}
