@@ -21,7 +21,9 @@
 // idemlog's engine in-process (idempotent Producer.Send), the same engine
 // behind its Kafka listener, kfake with disk persistence, NATS JetStream
 // (embedded, file storage, Nats-Msg-Id deduplication), pebble's WAL
-// writer, and the raw baseline (pwrite into a fallocated file, fdatasync
-// per batch when syncing). Records of 100 B and 1 KiB, 100 per batch, with
-// and without a sync per batch; ratios to idemlog and to raw.
+// writer (also over a zero-filled file, as a recycled WAL), and the raw
+// baseline (pwrite into a fallocated file, fdatasync per batch when
+// syncing; also into a file zero-filled before the run). Records of 100 B
+// and 1 KiB, 100 per batch, with and without a sync per batch; ratios to
+// idemlog, raw and raw-zeroed.
 package main
