@@ -189,9 +189,10 @@ func (c *Coordinator) load() error {
 // persist writes m's new value; with durable it also waits for the sync.
 // Only InitProducerID's epoch bump (it fences) is persisted durable under
 // every policy; a decision (PrepareCommit/PrepareAbort: markers follow it)
-// is synced under SyncAlways (waitDecision). A lost Ongoing record leaves partition transactions no
-// coordinator knows, which the orphan sweep at open aborts; a lost Complete
-// record leaves the Prepare record, whose markers recovery rewrites.
+// is synced under SyncAlways (waitDecision). A lost Ongoing record leaves
+// partition transactions no coordinator knows, which the orphan sweep at
+// open aborts; a lost Complete record leaves the Prepare record, whose
+// markers recovery rewrites.
 func (c *Coordinator) persist(m *txnMeta, durable bool) error {
 	end, err := c.appendState(m)
 	if err != nil || !durable {

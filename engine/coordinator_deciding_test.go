@@ -10,20 +10,28 @@ import (
 
 var alwaysOptions = Options{Partition: partition.Options{Sync: partition.SyncPolicy{Kind: partition.SyncAlways}}}
 
+// twoPartitions opens an engine with topic "t" of two partitions and a
+// transactional producer "a".
+func twoPartitions(t *testing.T, opts Options) (e *Engine, p0, p1 *Partition, a *TransactionalProducer) {
+	t.Helper()
+	e = openEngine(t, t.TempDir(), opts)
+	t.Cleanup(func() { e.Close() })
+	e.CreateTopic("t", 2)
+	p0, _ = e.Partition("t", 0)
+	p1, _ = e.Partition("t", 1)
+	a, err := e.NewTransactionalProducer("a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, p0, p1, a
+}
+
 // TestDecisionSyncReleasesMutex: while a transaction's decision waits for
 // its sync, the coordinator serves other transactional ids (their ends can
 // share the sync), and the deciding id answers CONCURRENT_TRANSACTIONS
 // without writing a marker (markers never precede a durable decision).
 func TestDecisionSyncReleasesMutex(t *testing.T) {
-	e := openEngine(t, t.TempDir(), alwaysOptions)
-	defer e.Close()
-	e.CreateTopic("t", 2)
-	p0, _ := e.Partition("t", 0)
-	p1, _ := e.Partition("t", 1)
-	a, err := e.NewTransactionalProducer("a", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, p0, p1, a := twoPartitions(t, alwaysOptions)
 	b, err := e.NewTransactionalProducer("b", time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -86,15 +94,7 @@ func TestDecisionSyncFollowsPolicy(t *testing.T) {
 		sync bool
 	}{{"never", Options{}, false}, {"always", alwaysOptions, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := openEngine(t, t.TempDir(), tc.opts)
-			defer e.Close()
-			e.CreateTopic("t", 2)
-			p0, _ := e.Partition("t", 0)
-			p1, _ := e.Partition("t", 1)
-			tp, err := e.NewTransactionalProducer("a", time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, p0, p1, tp := twoPartitions(t, tc.opts)
 			c := tp.c
 			state := c.log.Log()
 			var syncsAtDecision []int64
@@ -147,15 +147,7 @@ func TestDecisionSyncFollowsPolicy(t *testing.T) {
 // left PrepareCommit (where a retry would write the markers of a decision
 // that may not be durable); a later commit decides again and succeeds.
 func TestDecisionSyncFailureWritesNoMarker(t *testing.T) {
-	e := openEngine(t, t.TempDir(), alwaysOptions)
-	defer e.Close()
-	e.CreateTopic("t", 2)
-	p0, _ := e.Partition("t", 0)
-	p1, _ := e.Partition("t", 1)
-	tp, err := e.NewTransactionalProducer("a", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, p0, p1, tp := twoPartitions(t, alwaysOptions)
 	for _, p := range []*Partition{p0, p1} {
 		if err := txnSend(t, tp, p, 'a'); err != nil {
 			t.Fatal(err)
@@ -163,7 +155,7 @@ func TestDecisionSyncFailureWritesNoMarker(t *testing.T) {
 	}
 	errSync := errors.New("injected sync failure")
 	decisionSyncHook = func() error { return errSync }
-	err = tp.Commit()
+	err := tp.Commit()
 	decisionSyncHook = nil
 	if !errors.Is(err, errSync) {
 		t.Fatalf("commit with a failing decision sync: %v", err)

@@ -271,19 +271,16 @@ func (l *Log) writeLocked(v batch.Batch) (res AppendResult, err error) {
 	if size := seg.Size(); size >= l.prefaulted-l.prefaultRun/2 {
 		// Half the prefaulted run is used: ask for the next one.
 		zero := l.zeroFillPays()
-		run := l.prefaultAhead()
+		run, zeroRun := l.prefaultAhead(), int64(0)
 		if zero {
 			// Zeros double the bytes written: a log gets at most as
 			// many ahead as it has appended, so that one appending
 			// little (of many, say) costs the device little.
 			run = min(run, max(minZeroRun, l.appended))
+			zeroRun = run
 		}
 		l.prefaultRun, l.prefaulted = run, size+run
-		if zero {
-			l.maint.zeroRun.Store(run)
-		} else {
-			l.maint.zeroRun.Store(0)
-		}
+		l.maint.zeroRun.Store(zeroRun)
 		if seg.acquire() {
 			l.submit(task{kind: taskPrefault, seg: seg, cursor: size, ahead: run, populate: seg.ThroughMapping(int64(len(v))), zero: zero})
 		}

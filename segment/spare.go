@@ -41,26 +41,8 @@ func CreateSpare(dir string, opts Options, zero int64) (*Spare, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot create spare segment: %w", ioErr(err))
 	}
-	sp := &Spare{dir: dir, opts: opts, f: f, reserved: opts.ReserveAhead}
-	reserve := func() error { return mmap.Fallocate(f, 0, opts.ReserveAhead) }
-	if zero > 0 && opts.Reserve == ReserveZeroFill {
-		// The spare is private until Activate: no writer to wait for.
-		page := int64(mmap.PageSize())
-		sp.reserved = min((zero+page-1)/page*page, opts.ReserveAhead)
-		reserve = func() error {
-			zf, err := fillFile(f)
-			if err == nil {
-				err = zeroFill(zf, 0, sp.reserved)
-				zf.Close()
-			}
-			if err != nil {
-				sp.reserved = opts.ReserveAhead
-				return mmap.Fallocate(f, 0, opts.ReserveAhead)
-			}
-			return nil
-		}
-	}
-	if err := reserve(); err != nil {
+	sp := &Spare{dir: dir, opts: opts, f: f}
+	if err := sp.reserve(zero); err != nil {
 		sp.Discard()
 		return nil, fmt.Errorf("cannot reserve spare segment: %w", ioErr(err))
 	}
@@ -75,6 +57,27 @@ func CreateSpare(dir string, opts Options, zero int64) (*Spare, error) {
 		}
 	}
 	return sp, nil
+}
+
+// reserve backs the spare's first bytes with blocks: zero bytes (rounded
+// to pages, at most ReserveAhead) zero-filled under ReserveZeroFill (the
+// spare is private until Activate: no writer to wait for), else, or where
+// that fails, ReserveAhead bytes fallocated.
+func (sp *Spare) reserve(zero int64) error {
+	if zero > 0 && sp.opts.Reserve == ReserveZeroFill {
+		page := int64(mmap.PageSize())
+		n := min((zero+page-1)/page*page, sp.opts.ReserveAhead)
+		if zf, err := fillFile(sp.f); err == nil {
+			err = zeroFill(zf, 0, n)
+			zf.Close()
+			if err == nil {
+				sp.reserved = n
+				return nil
+			}
+		}
+	}
+	sp.reserved = sp.opts.ReserveAhead
+	return mmap.Fallocate(sp.f, 0, sp.reserved)
 }
 
 // Activate renames the spare to the segment at base and returns it, ready

@@ -194,3 +194,35 @@ func TestZeroFillOwnOpenFile(t *testing.T) {
 		t.Fatal("the fill file shares the segment's open file (a dup): its errors would be the segment's")
 	}
 }
+
+// TestZeroFillSpare: a spare asked to zero-fill reserves that much
+// (rounded to pages) in written blocks, and its segment, once activated,
+// takes appends past it that verify.
+func TestZeroFillSpare(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{MaxBytes: 4 << 20, IndexMaxBytes: 1 << 20, ReserveAhead: 1 << 20, Mode: WritePwrite, Reserve: ReserveZeroFill}
+	sp, err := CreateSpare(dir, opts, 100<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := int64(unix.Getpagesize())
+	if want := (100<<10 + page - 1) / page * page; sp.reserved != want {
+		t.Fatalf("spare reserved %d bytes, want %d", sp.reserved, want)
+	}
+	if unwritten, ok := unwrittenBytes(t, sp.f.Name(), 0, sp.reserved); ok && unwritten != 0 {
+		t.Fatalf("zero-filled spare has %d unwritten bytes", unwritten)
+	}
+	s, err := sp.Activate(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent, _ := fill(t, s, 0)
+	if err := s.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	r, err := VerifyFile(filepath.Join(dir, FileName(0, ".log")), 0)
+	if err != nil || r.Batches != int64(len(sent)) || s.Size() <= 100<<10 {
+		t.Fatalf("verify: %+v, %v (%d batches sent, %d bytes)", r, err, len(sent), s.Size())
+	}
+}
