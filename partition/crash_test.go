@@ -17,15 +17,28 @@ import (
 	"github.com/idemlog/idemlog/segment"
 )
 
-var crashRounds = flag.Int("crash.rounds", 50, "rounds of the SIGKILL crash test")
+var (
+	crashRounds        = flag.Int("crash.rounds", 50, "rounds of the SIGKILL crash test")
+	crashRecycleRounds = flag.Int("crash.recycle.rounds", 20, "rounds of the SIGKILL crash test with retention recycling segments")
+)
 
-const crashDirEnv = "IDEMLOG_CRASH_DIR"
+const (
+	crashDirEnv    = "IDEMLOG_CRASH_DIR"
+	crashRetainEnv = "IDEMLOG_CRASH_RETAIN"
+)
 
 func crashOptions() Options {
-	return Options{
+	o := Options{
 		Sync:    SyncPolicy{Kind: SyncAlways},
 		Segment: segment.Options{MaxBytes: 64 << 10, IndexIntervalBytes: 1024, IndexMaxBytes: 8 << 10, ReserveAhead: 16 << 10},
 	}
+	if os.Getenv(crashRetainEnv) != "" {
+		// Retention keeps about four segments, so nearly every roll
+		// takes a recycled file (segment.Recycle).
+		o.RetentionAge = -1
+		o.RetentionBytes = 256 << 10
+	}
+	return o
 }
 
 // crashBatch is the batch with identity id: the parent regenerates it to
@@ -52,6 +65,25 @@ func TestCrashChild(t *testing.T) {
 	out := bufio.NewWriter(os.Stdout)
 	fmt.Fprintln(out, "ready")
 	out.Flush()
+	if os.Getenv(crashRetainEnv) != "" {
+		go func() {
+			var reported int64
+			for {
+				if _, err := l.ApplyRetention(); err != nil {
+					fmt.Printf("error %v\n", err)
+					os.Exit(3)
+				}
+				if n := l.Recycled(); n > reported {
+					reported = n
+					mu.Lock()
+					fmt.Fprintf(out, "recycled %d\n", n)
+					out.Flush()
+					mu.Unlock()
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		}()
+	}
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Add(1)
@@ -91,12 +123,40 @@ func TestCrashKill(t *testing.T) {
 	if testing.Short() {
 		rounds = 5
 	}
+	crashKill(t, rounds)
+}
+
+// TestCrashKillRecycling is TestCrashKill with retention deleting
+// segments as the child appends, so rolls take recycled files whose stale
+// batches lie past the data at every kill (segment.Recycle). Acknowledged
+// batches below the log start are retention's to drop.
+func TestCrashKillRecycling(t *testing.T) {
+	if os.Getenv(crashDirEnv) != "" {
+		t.Skip("in the child")
+	}
+	if !segment.ZeroFillSupported {
+		t.Skip("recycling follows zero fills, Linux only")
+	}
+	t.Setenv(crashRetainEnv, "1")
+	rounds := *crashRecycleRounds
+	if testing.Short() {
+		rounds = 5
+	}
+	if recycled := crashKill(t, rounds); recycled == 0 {
+		t.Fatal("no segment file was recycled in any round")
+	}
+}
+
+// crashKill runs the rounds and returns the recycled files the children
+// reported.
+func crashKill(t *testing.T, rounds int) (recycled int) {
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	var acked []ack
 	for round := 1; round <= rounds; round++ {
-		acks := runCrashChild(t, dir, round, time.Duration(5+rng.IntN(120))*time.Millisecond)
+		acks, n := runCrashChild(t, dir, round, time.Duration(5+rng.IntN(120))*time.Millisecond)
 		acked = append(acked, acks...)
+		recycled += n
 		l, err := Open(dir, crashOptions())
 		if err != nil {
 			t.Fatalf("round %d: reopen: %v", round, err)
@@ -112,13 +172,13 @@ func TestCrashKill(t *testing.T) {
 			os.Remove(filepath.Join(dir, cleanShutdownFile))
 		}
 	}
-	t.Logf("%d rounds, %d acknowledged batches checked", rounds, len(acked))
+	t.Logf("%d rounds, %d acknowledged batches checked, %d segment files recycled", rounds, len(acked), recycled)
+	return recycled
 }
 
-func runCrashChild(t *testing.T, dir string, round int, after time.Duration) []ack {
+func runCrashChild(t *testing.T, dir string, round int, after time.Duration) (acks []ack, recycled int) {
 	child := childproc.Start(t, "TestCrashChild", crashDirEnv+"="+dir, fmt.Sprintf("IDEMLOG_CRASH_ROUND=%d", round))
 	lines := child.Lines
-	var acks []ack
 	var timer <-chan time.Time
 	for line := range lines {
 		switch {
@@ -130,6 +190,8 @@ func runCrashChild(t *testing.T, dir string, round int, after time.Duration) []a
 				t.Fatalf("bad child line %q", line)
 			}
 			acks = append(acks, a)
+		case strings.HasPrefix(line, "recycled "):
+			fmt.Sscanf(line, "recycled %d", &recycled)
 		case strings.HasPrefix(line, "error"):
 			t.Fatalf("round %d: child: %s", round, line)
 		}
@@ -143,7 +205,7 @@ func runCrashChild(t *testing.T, dir string, round int, after time.Duration) []a
 	if killed, err := child.Wait(); !killed {
 		t.Fatalf("round %d: child did not die by SIGKILL: %v", round, err)
 	}
-	return acks
+	return acks, recycled
 }
 
 func checkAcked(t *testing.T, l *Log, acked []ack, round int) {
@@ -162,6 +224,9 @@ func checkAcked(t *testing.T, l *Log, acked []ack, round int) {
 		t.Fatalf("round %d: batches end at %d, log end %d", round, next, l.LogEndOffset())
 	}
 	for _, a := range acked {
+		if a.base < l.LogStartOffset() {
+			continue // deleted by retention
+		}
 		b, ok := byBase[a.base]
 		if !ok {
 			t.Fatalf("round %d: acknowledged batch %d at offset %d lost", round, a.id, a.base)

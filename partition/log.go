@@ -47,6 +47,10 @@ type Options struct {
 	// retention.bytes (<= 0: off).
 	RetentionAge   time.Duration
 	RetentionBytes int64
+	// NoRecycle turns off segment recycling: where segments are
+	// zero-filled (SyncAlways on Linux), retention otherwise hands each
+	// deleted segment's file to the next roll (segment.Recycle).
+	NoRecycle bool
 	// Now is the clock, for tests; nil means time.Now.
 	Now func() time.Time
 	// Snapshot, if set, returns the producer-state snapshot image as of
@@ -144,6 +148,10 @@ type Log struct {
 	advanced atomic.Pointer[chan struct{}]
 
 	sync groupSync
+
+	// recycle takes retired segment files for reuse; nil when the log
+	// does not recycle (see Options.NoRecycle).
+	recycle *recyclePool
 
 	// recoveryPoint: offsets below it are durable. Written after each sync,
 	// checkpointed to disk by flushes and Close.
@@ -446,7 +454,7 @@ func (l *Log) roll(base int64) error {
 	l.unsealedMu.Unlock()
 	l.dirDirty.Store(true)
 	l.prefaulted = 0
-	l.active = newRef(next)
+	l.active = l.ref(next)
 	l.activeRef.Store(l.active)
 	segs := append(append([]*segRef(nil), *l.segs.Load()...), l.active)
 	l.segs.Store(&segs)

@@ -14,7 +14,8 @@ import (
 //   - sealing a rolled segment (final time-index entry, trims, fsync of a
 //     segment that may hold a gigabyte of dirty pages under SyncNever),
 //     after which the recovery point moves past it;
-//   - creating the next segment's file ahead of the roll (a Spare);
+//   - creating the next segment's file ahead of the roll (a Spare), from a
+//     file retention retired if there is one (recycle.go);
 //   - reserving and prefaulting the active segment ahead of the cursor.
 //
 // Tasks run in order, so segments are sealed in offset order and the
@@ -104,7 +105,11 @@ func (l *Log) runMaintainer() {
 		case taskSeal:
 			l.sealRolled(t.seg, t.end, t.snapshot)
 		case taskSpare:
-			if sp, err := segment.CreateSpare(l.dir, l.opts.Segment, l.maint.zeroRun.Load()); err == nil {
+			sp := l.recycledSpare()
+			if sp == nil {
+				sp, _ = segment.CreateSpare(l.dir, l.opts.Segment, l.maint.zeroRun.Load())
+			}
+			if sp != nil {
 				if old := l.maint.spare.Swap(sp); old != nil {
 					old.Discard()
 				}

@@ -37,6 +37,9 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("cannot create partition dir: %w", err)
 	}
 	l := &Log{dir: dir, opts: opts, stop: make(chan struct{}), recoveredFrom: -1}
+	if !opts.NoRecycle && opts.Segment.Reserve == segment.ReserveZeroFill {
+		l.recycle = &recyclePool{}
+	}
 	l.sync.cond.L = &l.sync.mu
 	clean := fsutil.Exists(filepath.Join(dir, cleanShutdownFile))
 	recoveryPoint, err := readCheckpoint(filepath.Join(dir, recoveryPointFile))
@@ -63,7 +66,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		if err != nil {
 			return fail(err)
 		}
-		segs = append(segs, newRef(s))
+		segs = append(segs, l.ref(s))
 	}
 	for i, base := range bases {
 		last := i == len(bases)-1
@@ -71,12 +74,15 @@ func Open(dir string, opts Options) (*Log, error) {
 		if err != nil {
 			return fail(err)
 		}
-		segs = append(segs, newRef(s))
+		segs = append(segs, l.ref(s))
 		// A segment holds the recovery point if the next one starts above it.
 		needsScan := !clean && (last || bases[i+1] > recoveryPoint)
 		if !needsScan {
-			if err := s.LoadTail(); err != nil {
-				// An index we cannot trust is rebuilt from the log.
+			// An index we cannot trust is rebuilt from the log, and so is
+			// a segment whose batches do not reach the next one's base
+			// (one rolled but never sealed: its file runs on past its
+			// data, with zeros or a recycled file's stale batches).
+			if err := s.LoadTail(); err != nil || (!last && s.NextOffset() != bases[i+1] && !clean) {
 				needsScan = true
 			}
 		}
@@ -90,7 +96,10 @@ func Open(dir string, opts Options) (*Log, error) {
 		if err != nil {
 			return fail(err)
 		}
-		if truncated && !last {
+		// A rolled segment whose batches run exactly up to the next base
+		// is complete, whatever follows them: a recycled file's stale
+		// batches (segment.Recycle) are cut, not a sign of a torn write.
+		if truncated && !last && s.NextOffset() != bases[i+1] {
 			// Everything after a torn batch is unreachable: Kafka drops it.
 			for _, b := range bases[i+1:] {
 				if err := deleteSegmentFiles(dir, b); err != nil {
@@ -190,6 +199,9 @@ func (l *Log) Close() error {
 	l.segs.Store(&empty)
 	for _, s := range segs {
 		s.retire(false)
+	}
+	if l.recycle != nil {
+		l.recycle.close()
 	}
 	return err
 }

@@ -24,6 +24,9 @@ type segRef struct {
 	*segment.Segment
 	refs   atomic.Int32
 	delete atomic.Bool // remove files, not just close, when refs reach 0
+	// pool, if set, takes the files of a deleted segment for recycling
+	// (immutable after creation).
+	pool *recyclePool
 }
 
 func newRef(s *segment.Segment) *segRef {
@@ -47,9 +50,12 @@ func (r *segRef) acquire() bool {
 func (r *segRef) release() {
 	switch n := r.refs.Add(-1); {
 	case n == 0:
-		if r.delete.Load() {
+		switch {
+		case r.delete.Load() && r.pool != nil:
+			_ = r.pool.retire(r.Segment)
+		case r.delete.Load():
 			_ = r.Segment.Delete()
-		} else {
+		default:
 			_ = r.Segment.Close()
 		}
 	case n < 0:

@@ -144,6 +144,11 @@ func (s *Segment) LoadTail() error {
 		if err != nil {
 			return fmt.Errorf("cannot read tail of segment %d at %d: %w", s.base, pos, err)
 		}
+		if b.BaseOffset() < s.nextOffset {
+			// A stale batch of a recycled file (recycle.go), past the
+			// end of a segment that was never sealed.
+			return fmt.Errorf("cannot read tail of segment %d at %d: offset %d below %d: %w", s.base, pos, b.BaseOffset(), s.nextOffset, index.ErrCorrupt)
+		}
 		if ts := b.MaxTimestamp(); ts > s.maxTimestamp {
 			s.maxTimestamp, s.maxTimestampOff = ts, b.LastOffset()
 		}

@@ -161,6 +161,7 @@ type Segment struct {
 	firstTimestamp  int64 // maxTimestamp of the first append, for time-based rolls
 	sealed          bool
 	indexSuspect    bool                   // an index was missing or corrupt at open: Recover rebuilds it
+	recycled        int64                  // bytes of an older segment the file held (recycle.go); set before the first append
 	hdr             [batch.HeaderSize]byte // pwrite scratch
 
 	// reserved is the file size backed by allocated blocks. The writer
@@ -418,6 +419,12 @@ func (s *Segment) Prepare(cursor, ahead int64, populate, zero bool) error {
 		return err
 	}
 	end := min(s.reserved.Load(), cursor+ahead)
+	if old := min(end, s.recycled); old > cursor && !(populate && s.opts.Mode != WritePwrite) {
+		// An append that ends inside a page of the old file makes the
+		// kernel read the rest of that page first, on the writer's
+		// clock: start reading ahead now (populating, below, reads too).
+		_ = s.m.WillNeed(int(cursor), int(old-cursor))
+	}
 	if populate && s.opts.Mode != WritePwrite && end > cursor {
 		if err := s.m.PopulateWrite(int(cursor), int(end-cursor)); err != nil && !errors.Is(err, mmap.ErrPopulateUnsupported) {
 			return fmt.Errorf("cannot prefault segment %d: %w", s.base, errors.Join(ErrIO, err))

@@ -28,6 +28,7 @@ type Spare struct {
 	f        *os.File
 	m        *mmap.Mapping
 	reserved int64 // bytes of the file backed by blocks
+	recycled int64 // bytes of an older segment in the file (OpenSpare)
 }
 
 // CreateSpare prepares the next segment's .log in dir, reserving its first
@@ -93,6 +94,7 @@ func (sp *Spare) Activate(base int64) (*Segment, error) {
 	s := &Segment{dir: sp.dir, base: base, opts: sp.opts, log: sp.f, fd: int(sp.f.Fd()), m: sp.m, data: sp.m.Bytes(),
 		nextOffset: base, maxTimestamp: -1, maxTimestampOff: base, firstTimestamp: -1}
 	s.reserved.Store(sp.reserved)
+	s.recycled = sp.recycled
 	sp.f, sp.m = nil, nil
 	if err := s.openIndexes(true); err != nil {
 		s.closeFiles()

@@ -1,0 +1,215 @@
+//go:build linux
+
+package partition
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/idemlog/idemlog/segment"
+)
+
+// recycleOptions: SyncAlways (which zero-fills, and so recycles), tiny
+// segments, retention by size, equal-sized batches (recycleBatch) so that
+// a recycled file's stale batches line up with the new ones.
+func recycleOptions() Options {
+	o := smallSegments(8 << 10)
+	o.Sync = SyncPolicy{Kind: SyncAlways}
+	o.RetentionAge = -1
+	o.RetentionBytes = 16 << 10
+	return o
+}
+
+func recycleBatch(t testing.TB, id int) []byte { return makeBatch(t, id, 1, 200, 1) }
+
+// born is when a file was created (statx's birth time): a recycled
+// segment file is older than its name.
+func born(t *testing.T, path string) time.Time {
+	t.Helper()
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, path, 0, unix.STATX_BTIME, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Mask&unix.STATX_BTIME == 0 {
+		t.Skip("no birth times on this filesystem")
+	}
+	return time.Unix(st.Btime.Sec, int64(st.Btime.Nsec))
+}
+
+// appendUntilRolls appends recycleBatch batches (ids from *id on) until
+// the log has rolled n more times.
+func appendUntilRolls(t *testing.T, l *Log, id *int, n int) {
+	t.Helper()
+	want := len(*l.segs.Load()) + n
+	for len(*l.segs.Load()) < want {
+		if _, err := l.Append(recycleBatch(t, *id)); err != nil {
+			t.Fatal(err)
+		}
+		*id++
+	}
+}
+
+// checkDense reads the whole log and checks every batch from the log
+// start is the one appended with its offset as id.
+func checkDense(t *testing.T, l *Log) {
+	t.Helper()
+	next := l.LogStartOffset()
+	for _, b := range readAll(t, l) {
+		if b.BaseOffset() != next {
+			t.Fatalf("batch at %d, want %d", b.BaseOffset(), next)
+		}
+		sameBatch(t, b, recycleBatch(t, int(next)), next)
+		next = b.NextOffset()
+	}
+	if next != l.LogEndOffset() {
+		t.Fatalf("batches end at %d, log end %d", next, l.LogEndOffset())
+	}
+}
+
+// TestRecycleReusesRetiredFile: a segment file that retention deletes
+// comes back as a later segment's file (same inode), the data read back
+// is exactly what was appended, and NoRecycle turns it off.
+func TestRecycleReusesRetiredFile(t *testing.T) {
+	if !segment.ZeroFillSupported {
+		t.Skip("recycling follows zero fills, Linux only")
+	}
+	for _, off := range []bool{false, true} {
+		opts := recycleOptions()
+		opts.NoRecycle = off
+		dir := t.TempDir()
+		l, err := Open(dir, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := 0
+		appendUntilRolls(t, l, &id, 5)
+		last := l.active.Base()
+		time.Sleep(10 * time.Millisecond) // birth times are coarse on some kernels
+		before := time.Now()
+		if _, err := l.ApplyRetention(); err != nil {
+			t.Fatal(err)
+		}
+		l.waitIdle()
+		// The first roll takes the spare made before retention ran.
+		appendUntilRolls(t, l, &id, 1)
+		l.waitIdle()
+		last = l.active.Base()
+		appendUntilRolls(t, l, &id, 2)
+		l.waitIdle()
+		// Segments whose spare was made since retention ran, from an
+		// older file.
+		reused := 0
+		for _, s := range *l.segs.Load() {
+			if s.Base() > last && born(t, filepath.Join(dir, segment.FileName(s.Base(), ".log"))).Before(before) {
+				reused++
+			}
+		}
+		if off {
+			if reused != 0 || l.Recycled() != 0 {
+				t.Fatalf("NoRecycle: %d files reused, Recycled %d", reused, l.Recycled())
+			}
+		} else if reused == 0 || l.Recycled() == 0 {
+			t.Fatalf("no retired file reused (Recycled %d)", l.Recycled())
+		}
+		checkDense(t, l)
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if spares, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(spares) != 0 {
+			t.Fatalf("files left after close: %v", spares)
+		}
+		verifyDir(t, dir)
+		l2, err := Open(dir, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkDense(t, l2)
+		l2.Close()
+	}
+}
+
+// TestRecycledRolledSegmentCrash: the process dies after a recycled
+// segment rolled but before the maintainer sealed (trimmed) it, so its
+// file runs on past its data with the old segment's batches. Everything
+// acknowledged must come back, and the segments after it must stay: with
+// the recovery point below the segment (it is scanned) and past it
+// (LoadTail would read the file to its end).
+func TestRecycledRolledSegmentCrash(t *testing.T) {
+	if !segment.ZeroFillSupported {
+		t.Skip("recycling follows zero fills, Linux only")
+	}
+	for _, checkpointed := range []bool{false, true} {
+		opts := recycleOptions()
+		dir := t.TempDir()
+		l, err := Open(dir, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := 0
+		appendUntilRolls(t, l, &id, 5)
+		if _, err := l.ApplyRetention(); err != nil {
+			t.Fatal(err)
+		}
+		l.waitIdle() // the next spare is the recycled file
+		appendUntilRolls(t, l, &id, 1)
+		l.waitIdle()
+		rec := l.active
+		if rec.Recycled() == 0 {
+			t.Fatal("the active segment is not a recycled file")
+		}
+		// A few batches into it, then roll it with the maintainer
+		// stopped: no seal, no trim.
+		for range 3 {
+			if _, err := l.Append(recycleBatch(t, id)); err != nil {
+				t.Fatal(err)
+			}
+			id++
+		}
+		l.maint.drop.Store(true)
+		// Rolled early (as segment.ms does), so most of the old file
+		// lies past the data.
+		l.mu.Lock()
+		err = l.roll(l.leo)
+		l.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if _, err := l.Append(recycleBatch(t, id)); err != nil {
+				t.Fatal(err)
+			}
+			id++
+		}
+		recPath := filepath.Join(dir, segment.FileName(rec.Base(), ".log"))
+		if st, _ := os.Stat(recPath); st.Size() < rec.Size()+4<<10 {
+			t.Fatalf("rolled recycled segment has no stale tail: file %d, data %d", st.Size(), rec.Size())
+		}
+		if checkpointed {
+			if err := l.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if l.RecoveryPoint() <= rec.NextOffset() {
+				t.Fatalf("recovery point %d not past the segment", l.RecoveryPoint())
+			}
+		}
+		end := l.LogEndOffset()
+		l.Kill()
+		l2, err := Open(dir, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l2.LogEndOffset() != end {
+			t.Fatalf("checkpointed %v: log end %d after the crash, want %d", checkpointed, l2.LogEndOffset(), end)
+		}
+		checkDense(t, l2)
+		if st, _ := os.Stat(recPath); st.Size() != rec.Size() {
+			t.Fatalf("checkpointed %v: stale tail not cut: file %d, data %d", checkpointed, st.Size(), rec.Size())
+		}
+		l2.Close()
+		verifyDir(t, dir)
+	}
+}

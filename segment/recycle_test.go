@@ -1,0 +1,153 @@
+package segment
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/index"
+)
+
+// recycledSegment fills a segment at base 0 with equal-sized batches,
+// seals and recycles it, and activates the file as a new segment at base
+// with n of the same batches appended: the new data ends exactly on a
+// batch boundary of the old, so the stale tail starts with a whole, valid
+// batch (the case a length or CRC check cannot catch).
+func recycledSegment(t *testing.T, dir string, base int64, n int) (*Segment, []batch.Batch) {
+	t.Helper()
+	old, err := Create(dir, 0, testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var off int64
+	for i := 0; ; i++ {
+		b := testBatch(t, 7, 1, 200)
+		if !old.Fits(len(b), off) {
+			break
+		}
+		if _, err := old.Append(b, off); err != nil {
+			t.Fatal(err)
+		}
+		off++
+	}
+	if err := old.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	oldSize := old.Size()
+	path, err := old.Recycle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, suffix := range []string{".log", ".index", ".timeindex", ".txnindex"} {
+		if _, err := os.Stat(filepath.Join(dir, FileName(0, suffix))); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("recycled segment's %s still there: %v", suffix, err)
+		}
+	}
+	sp, err := OpenSpare(dir, testOpts, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sp.Activate(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Recycled() != oldSize || s.reserved.Load() != oldSize {
+		t.Fatalf("recycled %d, reserved %d; want the old size %d", s.Recycled(), s.reserved.Load(), oldSize)
+	}
+	var sent []batch.Batch
+	for i := range n {
+		b := testBatch(t, 7, 1, 200)
+		if _, err := s.Append(b, base+int64(i)); err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, b)
+	}
+	return s, sent
+}
+
+// TestRecycledSegmentStaleTail: after a crash (no seal), a recycled
+// segment's file holds its new batches and then the old segment's. Recover
+// keeps exactly the new ones and cuts the rest; LoadTail, which trusts
+// lengths rather than CRCs, refuses the stale batches instead of reading
+// them as data.
+func TestRecycledSegmentStaleTail(t *testing.T) {
+	dir := t.TempDir()
+	const base, n = 1000, 20
+	s, sent := recycledSegment(t, dir, base, n)
+	written := s.Size()
+	s.Close() // a crash: no seal, the file keeps its full length
+
+	// LoadTail walks from the last index entry to the file's end.
+	s2, err := Open(dir, base, testOpts, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.LoadTail(); !errors.Is(err, index.ErrCorrupt) {
+		t.Fatalf("LoadTail over a stale tail: %v (next offset %d), want ErrCorrupt", err, s2.NextOffset())
+	}
+	s2.Close()
+
+	s3, err := Open(dir, base, testOpts, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s3.Close()
+	truncated, err := s3.Recover(0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !truncated {
+		t.Fatal("Recover cut a stale tail and did not report it")
+	}
+	if s3.NextOffset() != base+n || s3.Size() != written {
+		t.Fatalf("recovered next offset %d size %d, want %d and %d", s3.NextOffset(), s3.Size(), base+n, written)
+	}
+	st, err := os.Stat(filepath.Join(dir, FileName(base, ".log")))
+	if err != nil || st.Size() != written {
+		t.Fatalf("file after recovery: %v, %v; want size %d", st, err, written)
+	}
+	s3.Publish(s3.Size())
+	data := s3.Read(0, s3.Size())
+	for i, b := range sent {
+		n, err := batch.Size(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := batch.Batch(data[:n])
+		if got.BaseOffset() != base+int64(i) || string(got[8:]) != string(b[8:]) {
+			t.Fatalf("batch %d differs after recovery", i)
+		}
+		data = data[n:]
+	}
+}
+
+// TestRecycledSegmentSealTrims: a clean seal leaves nothing of the old
+// file, so a clean reopen (LoadTail) reads exactly the new batches, and
+// the offline verifier finds no tail.
+func TestRecycledSegmentSealTrims(t *testing.T) {
+	dir := t.TempDir()
+	const base, n = 500, 5
+	s, _ := recycledSegment(t, dir, base, n)
+	if err := s.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	size := s.Size()
+	s.Close()
+	s2, err := Open(dir, base, testOpts, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if err := s2.LoadTail(); err != nil {
+		t.Fatal(err)
+	}
+	if s2.NextOffset() != base+n || s2.Size() != size {
+		t.Fatalf("next offset %d size %d after seal, want %d and %d", s2.NextOffset(), s2.Size(), base+n, size)
+	}
+	r, err := VerifyFile(filepath.Join(dir, FileName(base, ".log")), 0)
+	if err != nil || r.ZeroTail != 0 || r.Batches != n {
+		t.Fatalf("verify: %+v, %v", r, err)
+	}
+}
