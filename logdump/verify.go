@@ -60,10 +60,13 @@ func (s *VerifySummary) Add(o VerifySummary) {
 // Each segment is checked with segment.VerifyFile: every batch, and the
 // indexes beside it. Across a partition's segments, in base-offset order,
 // each base must be at or above the offset where the previous segment
-// ended; gaps are counted in VerifySummary.Skipped. An all-zero tail is
-// accepted, as a note, only on the last segment of a log that was not
-// closed cleanly: it is the unfinished active segment, which opening the
-// partition recovers. Anywhere else it is corruption.
+// ended; gaps are counted in VerifySummary.Skipped. A tail past the
+// batches, all zeros or an older segment's batches (a recycled file,
+// segment.Recycle), is accepted, as a note, only in a log that was not
+// closed cleanly, on its last segment (the unfinished active one) or on a
+// segment whose batches reach the next one's base exactly (rolled, not yet
+// sealed); opening the partition recovers both. Anywhere else it is
+// corruption.
 //
 // The first bad file ends the walk: the error names it and the byte
 // position or index entry, and is also written to w on an "error:" line.
@@ -168,7 +171,7 @@ func (v *verifier) single(path string) error {
 		}
 		last = len(segs) == 0 || segs[len(segs)-1].base <= base
 	}
-	r, err := v.file(path, last && !closedCleanly(dir))
+	r, err := v.file(path, last && !closedCleanly(dir), -1)
 	if err != nil {
 		return err
 	}
@@ -188,7 +191,11 @@ func (v *verifier) partition(dir string, segs []segmentFile, others []string) er
 			return fmt.Errorf("%s: base offset %d overlaps %s, which ends below offset %d: %w",
 				s.path, s.base, filepath.Base(prev), next, segment.ErrVerify)
 		}
-		r, err := v.file(s.path, i == len(segs)-1 && !clean)
+		nextBase := int64(-1)
+		if i+1 < len(segs) {
+			nextBase = segs[i+1].base
+		}
+		r, err := v.file(s.path, i == len(segs)-1 && !clean, nextBase)
 		if err != nil {
 			return err
 		}
@@ -227,19 +234,27 @@ func (v *verifier) partition(dir string, segs []segmentFile, others []string) er
 	return nil
 }
 
-// file verifies one segment and prints its line. zeroTailOK says whether an all-zero tail is the unfinished active
-// segment of a log that was not closed cleanly.
-func (v *verifier) file(path string, zeroTailOK bool) (segment.Report, error) {
+// file verifies one segment and prints its line. tailOK says whether the
+// segment may run on past its batches (zeros, or a recycled file's stale
+// batches): the active segment of a log that was not closed cleanly. So
+// may a rolled one of such a log that the crash left unsealed, which
+// shows in its batches reaching nextBase (-1: none) exactly.
+func (v *verifier) file(path string, tailOK bool, nextBase int64) (segment.Report, error) {
 	r, err := segment.VerifyFile(path, v.maxBatch)
 	if err != nil {
 		return r, withDir(path, err)
 	}
-	if r.ZeroTail > 0 && !zeroTailOK {
-		return r, fmt.Errorf("%s: %d zero bytes from position %d to the end: only the last segment of a log not closed cleanly may end in zeros: %w",
-			path, r.ZeroTail, r.Bytes-r.ZeroTail, segment.ErrVerify)
+	tail := r.ZeroTail + r.StaleTail
+	if tail > 0 && !tailOK && !(nextBase >= 0 && r.NextOffset == nextBase && !closedCleanly(filepath.Dir(path))) {
+		what := "zero bytes"
+		if r.StaleTail > 0 {
+			what = "bytes of an older segment (a recycled file)"
+		}
+		return r, fmt.Errorf("%s: %d %s from position %d to the end: only the last segment of a log not closed cleanly, or one it rolled just before, may run on past its batches: %w",
+			path, tail, what, r.Bytes-tail, segment.ErrVerify)
 	}
 	v.printf("%s: %s, %s, %d bytes", path, count(r.Batches, "batch", "batches"),
-		count(r.Records, "record", "records"), r.Bytes-r.ZeroTail)
+		count(r.Records, "record", "records"), r.Bytes-tail)
 	if r.FirstOffset >= 0 {
 		v.printf(", offsets %d..%d", r.FirstOffset, r.NextOffset)
 	} else {
@@ -260,14 +275,19 @@ func (v *verifier) file(path string, zeroTailOK bool) (segment.Report, error) {
 	}
 	if r.ZeroTail > 0 {
 		v.printf("note: %s ends in %d zero bytes from position %d: the unfinished active segment of a log not closed cleanly, which opening the partition recovers\n",
-			path, r.ZeroTail, r.Bytes-r.ZeroTail)
+			path, r.ZeroTail, r.Bytes-tail)
+		v.sum.Notes++
+	}
+	if r.StaleTail > 0 {
+		v.printf("note: %s ends in %d bytes of an older segment from position %d: a recycled file not yet sealed in a log not closed cleanly, which opening the partition cuts\n",
+			path, r.StaleTail, r.Bytes-tail)
 		v.sum.Notes++
 	}
 	return r, nil
 }
 
 func summaryOf(r segment.Report) VerifySummary {
-	return VerifySummary{Segments: 1, Batches: r.Batches, Records: r.Records, Bytes: r.Bytes - r.ZeroTail, Skipped: r.Gaps}
+	return VerifySummary{Segments: 1, Batches: r.Batches, Records: r.Records, Bytes: r.Bytes - r.ZeroTail - r.StaleTail, Skipped: r.Gaps}
 }
 
 // String gives the counts in the words of Verify's lines.

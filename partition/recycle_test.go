@@ -188,6 +188,9 @@ func TestRecycledRolledSegmentCrash(t *testing.T) {
 		if st, _ := os.Stat(recPath); st.Size() < rec.Size()+4<<10 {
 			t.Fatalf("rolled recycled segment has no stale tail: file %d, data %d", st.Size(), rec.Size())
 		}
+		if r, err := segment.VerifyFile(recPath, 0); err != nil || r.StaleTail == 0 || r.NextOffset != l.active.Base() {
+			t.Fatalf("verify the rolled recycled segment: %+v, %v; want a stale tail after batches up to %d", r, err, l.active.Base())
+		}
 		if checkpointed {
 			if err := l.Flush(); err != nil {
 				t.Fatal(err)

@@ -36,7 +36,13 @@ type Report struct {
 	Gaps int64
 	// ZeroTail is the length of an all-zero tail: the reservation of an
 	// active segment that was not closed cleanly, which Open recovers.
-	ZeroTail       int64
+	ZeroTail int64
+	// StaleTail is the length of a tail that holds an older segment's
+	// batches: a recycled file (Recycle) of a segment that was not sealed,
+	// which Open cuts. It is recognised by a whole batch below the
+	// segment's base within one maximum batch size of where the segment's
+	// own batches end (the bytes before it being the torn rest of another).
+	StaleTail      int64
 	IndexEntries   int // -1: no .index file
 	TimeEntries    int // -1: no .timeindex file
 	IndexChecked   bool
@@ -81,9 +87,17 @@ func VerifyFile(path string, maxBatchSize int) (Report, error) {
 				r.ZeroTail = int64(len(rest))
 				break
 			}
+			if named && staleAhead(rest, base, maxBatchSize) {
+				r.StaleTail = int64(len(rest))
+				break
+			}
 			return r, fmt.Errorf("%s: batch at position %d: %w", path, pos, err)
 		}
 		b := batch.Batch(rest[:n])
+		if named && b.BaseOffset() < base {
+			r.StaleTail = int64(len(rest))
+			break
+		}
 		if r.FirstOffset < 0 {
 			r.FirstOffset = b.BaseOffset()
 			if !named {
@@ -225,4 +239,20 @@ func mapFile(path string) ([]byte, func(), error) {
 		return nil, nil, fmt.Errorf("cannot map %s: %w", path, err)
 	}
 	return m.Bytes(), func() { _ = m.Unmap() }, nil
+}
+
+// staleAhead reports whether a whole batch with offsets below base starts
+// within maxBatchSize bytes of the start of rest: rest is then the stale
+// tail of a recycled file, beginning inside one of its old batches.
+func staleAhead(rest []byte, base int64, maxBatchSize int) bool {
+	for j := 0; j < len(rest) && j <= maxBatchSize; j++ {
+		n, err := batch.Size(rest[j:])
+		if err != nil {
+			continue
+		}
+		if b, err := batch.Validate(rest[j:j+n], maxBatchSize); err == nil && b.BaseOffset() < base {
+			return true
+		}
+	}
+	return false
 }
