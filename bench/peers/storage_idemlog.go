@@ -2,7 +2,10 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/engine"
@@ -75,3 +78,109 @@ func (iw *idemlogWriter) write(recs [][]byte) error {
 
 func (iw *idemlogWriter) finish() error { return nil }
 func (iw *idemlogWriter) close() error  { return iw.eng.Close() }
+
+// idemlogRecycledPeer is idemlog in the steady state of a log whose
+// retention deletes segments as fast as it rolls (64 MiB segments, 128
+// MiB retained, retention applied every 32 batches, as a server's periodic
+// check would): with fsync always, each roll then takes the file of a
+// deleted segment (segment.Recycle), written blocks, so syncs flush data
+// only. Off the clock, before the run, it writes until its active
+// segment is such a file: the counterpart of pebble-recycled.
+var idemlogRecycledPeer = storagePeer{name: "idemlog-recycled", about: "idemlog in steady state with retention: 64 MiB segments, 128 MiB retained, each roll reusing a deleted segment's file (fsync always)",
+	open: openIdemlogRecycled}
+
+const (
+	recycledSegmentBytes   = 64 << 20
+	recycledRetentionBytes = 128 << 20
+	recycledRetentionEvery = 32
+)
+
+type idemlogRecycledWriter struct {
+	*idemlogWriter
+	batches int
+}
+
+func openIdemlogRecycled(dir string, w workload) (storageWriter, error) {
+	opts := partition.Options{RetentionAge: -1, RetentionBytes: recycledRetentionBytes,
+		Segment: segment.Options{MaxBytes: recycledSegmentBytes}}
+	if w.Sync {
+		opts.Sync.Kind = partition.SyncAlways
+	}
+	eng, err := engine.Open(dir, engine.Options{Partition: opts})
+	if err != nil {
+		return nil, fmt.Errorf("cannot open engine: %w", err)
+	}
+	iw := &idemlogWriter{eng: eng, bld: batch.NewBuilder(batch.CodecNone)}
+	if err = eng.CreateTopic(kafkaTopic, 1); err == nil {
+		if iw.part, err = eng.Partition(kafkaTopic, 0); err == nil {
+			iw.prod, err = eng.NewProducer()
+		}
+	}
+	if err != nil {
+		eng.Close()
+		return nil, fmt.Errorf("cannot set up producer: %w", err)
+	}
+	rw := &idemlogRecycledWriter{idemlogWriter: iw}
+	if err := rw.warmUp(); err != nil {
+		eng.Close()
+		return nil, err
+	}
+	return rw, nil
+}
+
+// warmUp writes 512 KiB batches until the active segment is a recycled
+// file and the spare for the next roll is one too (two files reused:
+// the first roll after retention takes a spare made before it).
+// Without sync nothing recycles (recycling follows zero fills), and it
+// does not warm up.
+func (rw *idemlogRecycledWriter) warmUp() error {
+	if !rw.part.Log().MustWait() {
+		return nil
+	}
+	value := make([]byte, 512<<10)
+	deadline := time.Now().Add(30 * time.Second)
+	for written := 0; ; written += len(value) {
+		log := rw.part.Log()
+		if log.Recycled() >= 2 {
+			// Let the device finish the warm-up's work (the deleted
+			// segments' blocks, discarded on a filesystem mounted with
+			// discard) before the clock starts, as the zero-filled peers
+			// sync their files before theirs.
+			return syncFS(rw.part.Log().Dir())
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cannot warm up idemlog-recycled: %d files recycled after %d bytes", log.Recycled(), written)
+		}
+		if err := rw.idemlogWriter.write([][]byte{value}); err != nil {
+			return fmt.Errorf("cannot warm up idemlog-recycled: %w", err)
+		}
+		if _, err := rw.eng.ApplyRetention(); err != nil {
+			return fmt.Errorf("cannot apply retention: %w", err)
+		}
+	}
+}
+
+func (rw *idemlogRecycledWriter) write(recs [][]byte) error {
+	if err := rw.idemlogWriter.write(recs); err != nil {
+		return err
+	}
+	if rw.batches++; rw.batches%recycledRetentionEvery == 0 {
+		if _, err := rw.eng.ApplyRetention(); err != nil {
+			return fmt.Errorf("cannot apply retention: %w", err)
+		}
+	}
+	return nil
+}
+
+// syncFS syncs the filesystem holding dir.
+func syncFS(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("cannot open %s: %w", dir, err)
+	}
+	defer f.Close()
+	if err := unix.Syncfs(int(f.Fd())); err != nil {
+		return fmt.Errorf("cannot sync filesystem: %w", err)
+	}
+	return nil
+}
