@@ -17,8 +17,9 @@ import (
 func recycledLog(t *testing.T, next int64) string {
 	t.Helper()
 	dir := t.TempDir()
-	opts := segment.Options{MaxBytes: 16 << 10, IndexIntervalBytes: 1 << 20}
-	value := bytes.Repeat([]byte("v"), 200)
+	// Large batches: a file of small ones is not recycled.
+	opts := segment.Options{MaxBytes: 1 << 20, IndexIntervalBytes: 1 << 20}
+	value := bytes.Repeat([]byte("v"), 80<<10)
 	one := func() batch.Batch {
 		b := batch.NewBuilder(batch.CodecNone)
 		b.Append(1, nil, value, nil)
@@ -39,15 +40,15 @@ func recycledLog(t *testing.T, next int64) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	appendN(old, 0, 50)
+	appendN(old, 0, 12)
 	if err := old.Seal(); err != nil {
 		t.Fatal(err)
 	}
-	path, err := old.Recycle()
-	if err != nil {
-		t.Fatal(err)
+	rf, err := old.Recycle()
+	if err != nil || rf == nil {
+		t.Fatalf("Recycle: %v, %v", rf, err)
 	}
-	sp, err := segment.OpenSpare(dir, opts, path)
+	sp, err := segment.OpenSpare(dir, opts, rf)
 	if err != nil {
 		t.Fatal(err)
 	}

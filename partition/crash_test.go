@@ -34,9 +34,12 @@ func crashOptions() Options {
 	}
 	if os.Getenv(crashRetainEnv) != "" {
 		// Retention keeps about four segments, so nearly every roll
-		// takes a recycled file (segment.Recycle).
+		// takes a recycled file (segment.Recycle), which needs segments
+		// of large batches (crashBatch).
+		o.Segment.MaxBytes = 1 << 20
+		o.Segment.IndexIntervalBytes = 64 << 10
 		o.RetentionAge = -1
-		o.RetentionBytes = 256 << 10
+		o.RetentionBytes = 4 << 20
 	}
 	return o
 }
@@ -44,6 +47,9 @@ func crashOptions() Options {
 // crashBatch is the batch with identity id: the parent regenerates it to
 // check what the child acknowledged, byte for byte.
 func crashBatch(t testing.TB, id int) []byte {
+	if os.Getenv(crashRetainEnv) != "" {
+		return makeBatch(t, id, 1+id%3, 30000+id%300*100, int64(id))
+	}
 	return makeBatch(t, id, 1+id%3, 20+id%300, int64(id))
 }
 

@@ -435,6 +435,9 @@ func (l *Log) roll(base int64) error {
 	var err error
 	if sp := l.maint.spare.Swap(nil); sp != nil {
 		next, err = sp.Activate(base)
+		if err == nil && next.Recycled() > 0 {
+			l.recycle.reused.Add(1)
+		}
 	} else {
 		next, err = segment.Create(l.dir, base, l.opts.Segment)
 	}

@@ -123,6 +123,7 @@ func (l *Log) runMaintainer() {
 				_ = t.seg.Prepare(t.cursor, t.ahead, t.populate, t.zero)
 			}
 			t.seg.release()
+			l.preferRecycled()
 		}
 	}
 	if sp := l.maint.spare.Swap(nil); sp != nil {

@@ -345,6 +345,11 @@ func (l *Log) Kill() {
 	l.shut.Store(true)
 	l.mu.Unlock()
 	l.wake()
+	if l.recycle != nil {
+		// A reader that drops a retired segment's last reference later
+		// must not rename files in a directory that may be reopened.
+		l.recycle.close()
+	}
 	l.maint.drop.Store(true)
 	close(l.stop)
 	l.flusher.Wait()

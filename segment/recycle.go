@@ -1,12 +1,14 @@
 package segment
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 
+	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/mmap"
 )
 
@@ -19,58 +21,139 @@ import (
 //
 // The price is a file whose bytes past the writer's end are not zeros but
 // the old segment's batches (the stale tail). Nothing reads them while the
-// segment is open (readers see only published bytes), Seal trims them, and
-// recovery tells them from data by offsets: every stale batch has offsets
-// below the new segment's base (retention only ever deletes from the start
-// of the log, and a log's offsets never go back below its start), so the
-// scan, which requires each batch to start at or above the offset after
-// the previous one, stops at the first of them, and one torn in the
-// middle fails its length or CRC check. What the scan does not prove, the
+// segment is open (readers see only published bytes), and Seal trims them.
+// Before the file takes new data each old batch's CRC is inverted
+// (OpenSpare: one dirtied page per old batch, so only files of large
+// batches are recycled), so none of them can pass a CRC check again,
+// alone or behind a torn new header. Recovery also tells them from data by
+// offsets: every stale batch has offsets below the new segment's base
+// (retention only ever deletes from the start of the log, and a log's
+// offsets never go back below its start), so the scan, which requires each
+// batch to start at or above the offset after the previous one, stops at
+// the first of them. What the scan does not prove, the
 // open proves with the next segment's base: a rolled segment whose batches
 // run exactly up to the next base is complete, whatever lies after them
 // (partition.Open). LoadTail, which trusts sizes and not CRCs, refuses a
 // batch below the offset before it for the same reason.
 //
 // Caveat: the scan after a crash trusts CRCs, so a batch forged inside an
-// old record's value, with the right offset and CRC, that happens to start
-// exactly where a crash cut the new data would be taken as data. pebble's
-// recyclable record format rules this out by stamping each chunk with the
-// file's number; Kafka's batch format has no room for that. Set
+// old record's value, with the right offset and a valid CRC, that happens
+// to start exactly where a crash cut the new data would be taken as data.
+// pebble's recyclable record format rules this out by stamping each chunk
+// with the file's number; Kafka's batch format has no room for that. Set
 // partition.Options.NoRecycle where producers are not trusted that far.
+
+// maxInvalidatedShare bounds the pages of a file that recycling may dirty
+// to invalidate the old batches' CRCs, as a fraction of the file (1 /
+// maxInvalidatedShare): one page per old batch, so files of batches
+// smaller than about 16 pages (64 KiB) are deleted rather than recycled.
+// Those come from small syncs, which zero fills serve instead.
+const maxInvalidatedShare = 16
+
+// offCRC is where a v2 batch header keeps its CRC: after base offset (8),
+// length (4), partition leader epoch (4) and magic (1).
+const offCRC = 17
+
+// RecycledFile is the .log of a retired segment awaiting reuse (Recycle,
+// OpenSpare).
+type RecycledFile struct {
+	Path string
+	// crcAt are the positions of the old batches' CRC fields, crcs their
+	// values.
+	crcAt []int64
+	crcs  []uint32
+}
 
 // Recycle closes the segment and removes its indexes and producer snapshot
 // like Delete, but renames its .log to a spare name in the same directory
-// and returns that path, for OpenSpare. The rename reaches the disk only
-// with a sync of the directory, which OpenSpare's caller must do before
-// the file is written again: until then a crash may bring the old name
-// back, and the old segment with it (it lies below the log start offset,
-// where retention deletes it again), but never new data under the old name.
-func (s *Segment) Recycle() (string, error) {
+// for OpenSpare, unless its batches are too small for recycling to pay
+// (maxInvalidatedShare): then it deletes the .log too and returns nil. The
+// rename reaches the disk only with a sync of the directory, which
+// OpenSpare's caller must do before the file is written again: until then
+// a crash may bring the old name back, and the old segment with it (it lies
+// below the log start offset, where retention deletes it again), but never
+// new data under the old name.
+//
+// The segment must be sealed (its file holds its batches and nothing
+// else) and not be appended to again.
+func (s *Segment) Recycle() (*RecycledFile, error) {
+	crcAt, crcs := s.oldCRCs()
 	err := s.closeFiles()
-	to := filepath.Join(s.dir, spareName())
-	if err == nil {
-		err = os.Rename(s.path(".log"), to)
+	var rf *RecycledFile
+	if err == nil && crcAt != nil {
+		rf = &RecycledFile{Path: filepath.Join(s.dir, spareName()), crcAt: crcAt, crcs: crcs}
+		err = os.Rename(s.path(".log"), rf.Path)
+	}
+	if rf == nil || err != nil {
+		err = errors.Join(err, removeMissingOK(s.path(".log")))
 	}
 	for _, suffix := range []string{".index", ".timeindex", ".txnindex", ".snapshot"} {
-		if e := os.Remove(s.path(suffix)); e != nil && !errors.Is(e, fs.ErrNotExist) {
-			err = errors.Join(err, e)
-		}
+		err = errors.Join(err, removeMissingOK(s.path(suffix)))
 	}
 	if err != nil {
-		_ = os.Remove(s.path(".log"))
-		_ = os.Remove(to)
-		return "", fmt.Errorf("cannot recycle segment %d: %w", s.base, ioErr(err))
+		if rf != nil {
+			_ = os.Remove(rf.Path)
+		}
+		return nil, fmt.Errorf("cannot recycle segment %d: %w", s.base, ioErr(err))
 	}
-	return to, nil
+	return rf, nil
 }
 
-// OpenSpare makes a spare of a file that Recycle left at path: its blocks
-// back the file's whole length already, so nothing is reserved and nothing
-// prefaulted (Prepare reads the old pages in ahead of the writer, since
-// appends that end inside a page make the kernel read the rest of it).
-func OpenSpare(dir string, opts Options, path string) (*Spare, error) {
+func removeMissingOK(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// oldCRCs lists the positions and values of the segment's batches' CRC
+// fields, nil if invalidating them would dirty more than a
+// maxInvalidatedShare of its pages (or the segment is empty, or not
+// sealed).
+func (s *Segment) oldCRCs() (at []int64, crcs []uint32) {
+	if !s.sealed || s.size == 0 || s.data == nil {
+		return nil, nil
+	}
+	page := int64(mmap.PageSize())
+	limit := (s.size + page - 1) / page / maxInvalidatedShare
+	lastPage := int64(-1)
+	pages := int64(0)
+	for pos := int64(0); pos < s.size; {
+		n, err := batch.Size(s.data[pos:s.size])
+		if err != nil {
+			return nil, nil // not the sealed, valid segment it should be
+		}
+		at = append(at, pos+offCRC)
+		crcs = append(crcs, batch.Batch(s.data[pos:pos+int64(n)]).CRC())
+		if p := (pos + offCRC) / page; p != lastPage {
+			lastPage = p
+			if pages++; pages > limit {
+				return nil, nil
+			}
+		}
+		pos += int64(n)
+	}
+	return at, crcs
+}
+
+// OpenSpare makes a spare of a file that Recycle left. First it overwrites
+// each old batch's CRC with its complement and syncs the file, so that no
+// old batch can pass recovery's checks again, whole or in part. Without
+// that, an append torn within its first 21 bytes (the ones the CRC does
+// not cover: a page boundary there, and only the first page on disk)
+// would leave the new base offset and length in front of the rest of an
+// old batch of the same length at the same position, whose CRC matches
+// its body: old records at a new offset. With a CRC that cannot match,
+// such a mix fails, and a mix that ends past the CRC field carries the new
+// CRC over an old body.
+//
+// The file's blocks back its whole length, so nothing is reserved and
+// nothing prefaulted (Prepare reads the old pages in ahead of the writer,
+// since appends that end inside a page make the kernel read the rest of
+// it).
+func OpenSpare(dir string, opts Options, rf *RecycledFile) (*Spare, error) {
 	opts = opts.withDefaults()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := os.OpenFile(rf.Path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open recycled segment: %w", ioErr(err))
 	}
@@ -84,9 +167,24 @@ func OpenSpare(dir string, opts Options, path string) (*Spare, error) {
 	// lowered) keeps its excess until the seal trims it.
 	sp.reserved = min(st.Size(), opts.MaxBytes)
 	sp.recycled = sp.reserved
-	if sp.m, err = mmap.Map(f, 0, int(opts.MaxBytes), true); err != nil {
+	if sp.m, err = mmap.Map(f, 0, int(max(opts.MaxBytes, st.Size())), true); err != nil {
 		sp.Discard()
 		return nil, fmt.Errorf("cannot map recycled segment: %w", ioErr(err))
+	}
+	// pwrite, not stores through the mapping: a store faults in the pages
+	// around it (fault-around), and every mapped page costs each later
+	// writeback a write-protect walk (WritePwrite has the figures).
+	var crc [4]byte
+	for i, at := range rf.crcAt {
+		binary.BigEndian.PutUint32(crc[:], ^rf.crcs[i])
+		if _, err := f.WriteAt(crc[:], at); err != nil {
+			sp.Discard()
+			return nil, fmt.Errorf("cannot invalidate recycled segment: %w", ioErr(err))
+		}
+	}
+	if err := fdatasync(int(f.Fd())); err != nil {
+		sp.Discard()
+		return nil, fmt.Errorf("cannot sync recycled segment: %w", ioErr(err))
 	}
 	return sp, nil
 }

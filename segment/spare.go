@@ -104,6 +104,10 @@ func (sp *Spare) Activate(base int64) (*Segment, error) {
 	return s, nil
 }
 
+// Recycled reports whether the spare is a retired segment's file
+// (OpenSpare).
+func (sp *Spare) Recycled() bool { return sp.recycled > 0 }
+
 // Discard removes an unused spare.
 func (sp *Spare) Discard() {
 	if sp.m != nil {

@@ -39,9 +39,10 @@ type Report struct {
 	ZeroTail int64
 	// StaleTail is the length of a tail that holds an older segment's
 	// batches: a recycled file (Recycle) of a segment that was not sealed,
-	// which Open cuts. It is recognised by a whole batch below the
-	// segment's base within one maximum batch size of where the segment's
-	// own batches end (the bytes before it being the torn rest of another).
+	// which Open cuts. It is recognised by an old batch as OpenSpare left
+	// it (offsets below the segment's base, CRC complemented) within one
+	// maximum batch size of where the segment's own batches end (the bytes
+	// before it being the torn rest of another).
 	StaleTail      int64
 	IndexEntries   int // -1: no .index file
 	TimeEntries    int // -1: no .timeindex file
@@ -94,10 +95,6 @@ func VerifyFile(path string, maxBatchSize int) (Report, error) {
 			return r, fmt.Errorf("%s: batch at position %d: %w", path, pos, err)
 		}
 		b := batch.Batch(rest[:n])
-		if named && b.BaseOffset() < base {
-			r.StaleTail = int64(len(rest))
-			break
-		}
 		if r.FirstOffset < 0 {
 			r.FirstOffset = b.BaseOffset()
 			if !named {
@@ -241,16 +238,27 @@ func mapFile(path string) ([]byte, func(), error) {
 	return m.Bytes(), func() { _ = m.Unmap() }, nil
 }
 
-// staleAhead reports whether a whole batch with offsets below base starts
-// within maxBatchSize bytes of the start of rest: rest is then the stale
-// tail of a recycled file, beginning inside one of its old batches.
+// staleAhead reports whether an old batch of a recycled file starts within
+// maxBatchSize bytes of the start of rest: framed, with offsets below base
+// and the complement of its CRC in its CRC field, as OpenSpare leaves
+// every old batch. rest is then the file's stale tail, beginning inside
+// one of them (or at one).
+// At most staleTries candidates get their CRC computed, so that crafted
+// bytes cannot make the search quadratic.
 func staleAhead(rest []byte, base int64, maxBatchSize int) bool {
-	for j := 0; j < len(rest) && j <= maxBatchSize; j++ {
+	const staleTries = 64
+	tries := 0
+	for j := 0; j < len(rest) && j <= maxBatchSize && tries < staleTries; j++ {
 		n, err := batch.Size(rest[j:])
-		if err != nil {
+		if err != nil || n > maxBatchSize {
 			continue
 		}
-		if b, err := batch.Validate(rest[j:j+n], maxBatchSize); err == nil && b.BaseOffset() < base {
+		v := batch.Batch(rest[j : j+n])
+		if v.BaseOffset() >= base {
+			continue
+		}
+		tries++
+		if v.CRC() == ^v.ComputeCRC() {
 			return true
 		}
 	}

@@ -84,8 +84,10 @@ func (iw *idemlogWriter) close() error  { return iw.eng.Close() }
 // MiB retained, retention applied every 32 batches, as a server's periodic
 // check would): with fsync always, each roll then takes the file of a
 // deleted segment (segment.Recycle), written blocks, so syncs flush data
-// only. Off the clock, before the run, it writes until its active
-// segment is such a file: the counterpart of pebble-recycled.
+// only; files of batches under about 64 KiB are not recycled (zero fills
+// serve small syncs). Off the clock, before the run, it writes batches of
+// the workload's shape until its active segment is such a file: the
+// counterpart of pebble-recycled.
 var idemlogRecycledPeer = storagePeer{name: "idemlog-recycled", about: "idemlog in steady state with retention: 64 MiB segments, 128 MiB retained, each roll reusing a deleted segment's file (fsync always)",
 	open: openIdemlogRecycled}
 
@@ -121,41 +123,47 @@ func openIdemlogRecycled(dir string, w workload) (storageWriter, error) {
 		return nil, fmt.Errorf("cannot set up producer: %w", err)
 	}
 	rw := &idemlogRecycledWriter{idemlogWriter: iw}
-	if err := rw.warmUp(); err != nil {
+	if err := rw.warmUp(w); err != nil {
 		eng.Close()
 		return nil, err
 	}
 	return rw, nil
 }
 
-// warmUp writes 512 KiB batches until the active segment is a recycled
-// file and the spare for the next roll is one too (two files reused:
-// the first roll after retention takes a spare made before it).
-// Without sync nothing recycles (recycling follows zero fills), and it
-// does not warm up.
-func (rw *idemlogRecycledWriter) warmUp() error {
-	if !rw.part.Log().MustWait() {
+// warmUp writes batches of the workload's shape until the active segment
+// is a recycled file, then syncs the filesystem. Nothing recycles without sync
+// (recycling follows zero fills), nor files of batches under 64 KiB
+// (segment.Recycle: they get zero fills instead): there it does not warm
+// up, and the peer is idemlog with small segments and retention.
+func (rw *idemlogRecycledWriter) warmUp(w workload) error {
+	if !rw.part.Log().MustWait() || w.PerBatch*w.Size < 64<<10 {
 		return nil
 	}
-	value := make([]byte, 512<<10)
-	deadline := time.Now().Add(30 * time.Second)
-	for written := 0; ; written += len(value) {
+	recs := make([][]byte, w.PerBatch)
+	for i := range recs {
+		recs[i] = make([]byte, w.Size)
+	}
+	perBatch := w.PerBatch * w.Size
+	deadline := time.Now().Add(60 * time.Second)
+	for written := 0; ; written += perBatch {
 		log := rw.part.Log()
-		if log.Recycled() >= 2 {
+		if log.ActiveRecycled() {
 			// Let the device finish the warm-up's work (the deleted
 			// segments' blocks, discarded on a filesystem mounted with
 			// discard) before the clock starts, as the zero-filled peers
 			// sync their files before theirs.
-			return syncFS(rw.part.Log().Dir())
+			return syncFS(log.Dir())
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("cannot warm up idemlog-recycled: %d files recycled after %d bytes", log.Recycled(), written)
 		}
-		if err := rw.idemlogWriter.write([][]byte{value}); err != nil {
+		if err := rw.idemlogWriter.write(recs); err != nil {
 			return fmt.Errorf("cannot warm up idemlog-recycled: %w", err)
 		}
-		if _, err := rw.eng.ApplyRetention(); err != nil {
-			return fmt.Errorf("cannot apply retention: %w", err)
+		if written/perBatch%recycledRetentionEvery == 0 {
+			if _, err := rw.eng.ApplyRetention(); err != nil {
+				return fmt.Errorf("cannot apply retention: %w", err)
+			}
 		}
 	}
 }
