@@ -44,6 +44,15 @@ func Check(s *pidtable.State, b batch.Batch) (dup Duplicate, isDup bool, err err
 	}
 	stored := s.Epoch()
 	if e == stored {
+		// The common case first: the batch that follows the newest one.
+		// It cannot repeat a cached batch: the cache holds batches of
+		// this epoch appended in order, so their sequences run up to the
+		// newest one's last, and five batches never span the 2^31
+		// sequences a wrap would need (a batch holds at most
+		// max.message.bytes / 7 records: under 2^31 / 5).
+		if s.Count > 0 && inSequence(s.Newest().LastSeq, first) {
+			return Duplicate{}, false, checkTxn(s, b)
+		}
 		for i := s.Len() - 1; i >= 0; i-- {
 			m := s.At(i)
 			if m.LastSeq == last && batch.FirstSequence(m.LastSeq, m.OffsetDelta) == first {
