@@ -105,6 +105,11 @@ func (l *Log) runMaintainer() {
 		case taskSeal:
 			l.sealRolled(t.seg, t.end, t.snapshot)
 		case taskSpare:
+			if cur := l.maint.spare.Load(); cur != nil && cur.Recycled() {
+				// Already a recycled file: keep it.
+				l.maint.spareWanted.Store(false)
+				continue
+			}
 			sp := l.recycledSpare()
 			if sp == nil {
 				sp, _ = segment.CreateSpare(l.dir, l.opts.Segment, l.maint.zeroRun.Load())

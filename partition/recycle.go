@@ -100,7 +100,9 @@ func (l *Log) preferRecycled() {
 	if l.recycle == nil || !l.recycle.pooled.Load() {
 		return
 	}
-	if cur := l.maint.spare.Load(); cur != nil && cur.Recycled() {
+	// No spare pending: a roll took it and its taskSpare, queued
+	// behind, takes the pooled file itself.
+	if cur := l.maint.spare.Load(); cur == nil || cur.Recycled() {
 		return
 	}
 	if sp := l.recycledSpare(); sp != nil {

@@ -223,3 +223,52 @@ func TestRecycledRolledSegmentCrash(t *testing.T) {
 		verifyDir(t, dir)
 	}
 }
+
+// TestSpareStaysRecycled: whichever of the maintainer's two paths takes
+// the pooled file, the next roll gets it. (From review: a roll took the
+// pending new spare, the maintainer's preferRecycled then made the pooled
+// file the spare, and the roll's taskSpare, finding the pool empty,
+// replaced it with a new file.)
+func TestSpareStaysRecycled(t *testing.T) {
+	if !segment.ZeroFillSupported {
+		t.Skip("recycling follows zero fills, Linux only")
+	}
+	for _, pendingNew := range []bool{false, true} {
+		l, err := Open(t.TempDir(), recycleOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := 0
+		appendUntilRolls(t, l, &id, 5)
+		l.waitIdle()
+		if _, err := l.ApplyRetention(); err != nil {
+			t.Fatal(err)
+		}
+		if !l.recycle.pooled.Load() {
+			t.Fatal("retention pooled nothing")
+		}
+		l.mu.Lock()
+		if !pendingNew {
+			// A roll took the pending spare and asked for the next.
+			if sp := l.maint.spare.Swap(nil); sp != nil {
+				sp.Discard()
+			}
+			l.maint.spareWanted.Store(true)
+		}
+		l.mu.Unlock()
+		// The end of a prefault task: with a new file pending it swaps
+		// in the pooled one; with none it leaves it to taskSpare.
+		l.preferRecycled()
+		if sp := l.maint.spare.Load(); pendingNew && (sp == nil || !sp.Recycled()) {
+			t.Fatal("preferRecycled left a new file pending with a file pooled")
+		}
+		l.mu.Lock()
+		l.submit(task{kind: taskSpare})
+		l.mu.Unlock()
+		l.waitIdle()
+		if sp := l.maint.spare.Load(); sp == nil || !sp.Recycled() {
+			t.Fatalf("pending new %v: the spare is not the recycled file (%v)", pendingNew, sp)
+		}
+		l.Close()
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/mmap"
 )
 
@@ -24,7 +23,7 @@ import (
 // segment is open (readers see only published bytes), and Seal trims them.
 // Before the file takes new data each old batch's CRC is inverted
 // (OpenSpare: one dirtied page per old batch, so only files of large
-// batches are recycled), so none of them can pass a CRC check again,
+// batches are reused), so none of them can pass a CRC check again,
 // alone or behind a torn new header. Recovery also tells them from data by
 // offsets: every stale batch has offsets below the new segment's base
 // (retention only ever deletes from the start of the log, and a log's
@@ -58,30 +57,29 @@ const offCRC = 17
 // OpenSpare).
 type RecycledFile struct {
 	Path string
-	// crcAt are the positions of the old batches' CRC fields, crcs their
-	// values.
-	crcAt []int64
-	crcs  []uint32
+	size int64 // the old segment's data: its batches end to end
 }
+
+// ErrNotRecycled: OpenSpare found that the file's batches are too small
+// for recycling to pay (maxInvalidatedShare); the caller deletes it.
+var ErrNotRecycled = errors.New("segment: batches too small to recycle the file")
 
 // Recycle closes the segment and removes its indexes and producer snapshot
 // like Delete, but renames its .log to a spare name in the same directory
-// for OpenSpare, unless its batches are too small for recycling to pay
-// (maxInvalidatedShare): then it deletes the .log too and returns nil. The
-// rename reaches the disk only with a sync of the directory, which
-// OpenSpare's caller must do before the file is written again: until then
-// a crash may bring the old name back, and the old segment with it (it lies
-// below the log start offset, where retention deletes it again), but never
-// new data under the old name.
-//
-// The segment must be sealed (its file holds its batches and nothing
-// else) and not be appended to again.
+// for OpenSpare (a sealed, non-empty segment only; any other is deleted,
+// and Recycle returns nil). It reads nothing: it may run under the
+// partition's writer mutex (retention), and a retired segment's pages are
+// usually cold. The rename reaches the disk only with a sync of the
+// directory, which OpenSpare's caller must do before the file is written
+// again: until then a crash may bring the old name back, and the old
+// segment with it (it lies below the log start offset, where retention
+// deletes it again), but never new data under the old name.
 func (s *Segment) Recycle() (*RecycledFile, error) {
-	crcAt, crcs := s.oldCRCs()
+	recyclable := s.sealed && s.size > 0
 	err := s.closeFiles()
 	var rf *RecycledFile
-	if err == nil && crcAt != nil {
-		rf = &RecycledFile{Path: filepath.Join(s.dir, spareName()), crcAt: crcAt, crcs: crcs}
+	if err == nil && recyclable {
+		rf = &RecycledFile{Path: filepath.Join(s.dir, spareName()), size: s.size}
 		err = os.Rename(s.path(".log"), rf.Path)
 	}
 	if rf == nil || err != nil {
@@ -106,34 +104,34 @@ func removeMissingOK(path string) error {
 	return nil
 }
 
-// oldCRCs lists the positions and values of the segment's batches' CRC
-// fields, nil if invalidating them would dirty more than a
-// maxInvalidatedShare of its pages (or the segment is empty, or not
-// sealed).
-func (s *Segment) oldCRCs() (at []int64, crcs []uint32) {
-	if !s.sealed || s.size == 0 || s.data == nil {
-		return nil, nil
-	}
+// oldCRCs reads the headers of the file's batches (pread: nothing mapped)
+// and returns the positions and values of their CRC fields, or
+// ErrNotRecycled if invalidating them would dirty more than a
+// maxInvalidatedShare of the file's pages.
+func oldCRCs(f *os.File, size int64) (at []int64, crcs []uint32, err error) {
 	page := int64(mmap.PageSize())
-	limit := (s.size + page - 1) / page / maxInvalidatedShare
-	lastPage := int64(-1)
-	pages := int64(0)
-	for pos := int64(0); pos < s.size; {
-		n, err := batch.Size(s.data[pos:s.size])
-		if err != nil {
-			return nil, nil // not the sealed, valid segment it should be
+	limit := (size + page - 1) / page / maxInvalidatedShare
+	lastPage, pages := int64(-1), int64(0)
+	var hdr [offCRC + 4]byte
+	for pos := int64(0); pos < size; {
+		if _, err := f.ReadAt(hdr[:], pos); err != nil {
+			return nil, nil, fmt.Errorf("cannot read batch header at %d: %w", pos, ioErr(err))
+		}
+		n := int64(binary.BigEndian.Uint32(hdr[8:12])) + 12
+		if n < int64(len(hdr)) || pos+n > size {
+			return nil, nil, fmt.Errorf("cannot walk recycled segment: batch at %d of length %d past %d: %w", pos, n, size, ErrNotRecycled)
 		}
 		at = append(at, pos+offCRC)
-		crcs = append(crcs, batch.Batch(s.data[pos:pos+int64(n)]).CRC())
+		crcs = append(crcs, binary.BigEndian.Uint32(hdr[offCRC:]))
 		if p := (pos + offCRC) / page; p != lastPage {
 			lastPage = p
 			if pages++; pages > limit {
-				return nil, nil
+				return nil, nil, ErrNotRecycled
 			}
 		}
-		pos += int64(n)
+		pos += n
 	}
-	return at, crcs
+	return at, crcs, nil
 }
 
 // OpenSpare makes a spare of a file that Recycle left. First it overwrites
@@ -145,12 +143,14 @@ func (s *Segment) oldCRCs() (at []int64, crcs []uint32) {
 // old batch of the same length at the same position, whose CRC matches
 // its body: old records at a new offset. With a CRC that cannot match,
 // such a mix fails, and a mix that ends past the CRC field carries the new
-// CRC over an old body.
+// CRC over an old body. That costs a dirtied page per old batch: a file
+// whose batches would dirty more than a maxInvalidatedShare of its pages
+// is refused with ErrNotRecycled (the caller deletes it).
 //
 // The file's blocks back its whole length, so nothing is reserved and
 // nothing prefaulted (Prepare reads the old pages in ahead of the writer,
 // since appends that end inside a page make the kernel read the rest of
-// it).
+// it). It runs off the append path (the partition's maintainer).
 func OpenSpare(dir string, opts Options, rf *RecycledFile) (*Spare, error) {
 	opts = opts.withDefaults()
 	f, err := os.OpenFile(rf.Path, os.O_RDWR, 0)
@@ -163,20 +163,17 @@ func OpenSpare(dir string, opts Options, rf *RecycledFile) (*Spare, error) {
 		sp.Discard()
 		return nil, fmt.Errorf("cannot stat recycled segment: %w", ioErr(err))
 	}
-	// A file longer than this segment's capacity (segment.bytes was
-	// lowered) keeps its excess until the seal trims it.
-	sp.reserved = min(st.Size(), opts.MaxBytes)
-	sp.recycled = sp.reserved
-	if sp.m, err = mmap.Map(f, 0, int(max(opts.MaxBytes, st.Size())), true); err != nil {
+	crcAt, crcs, err := oldCRCs(f, min(rf.size, st.Size()))
+	if err != nil {
 		sp.Discard()
-		return nil, fmt.Errorf("cannot map recycled segment: %w", ioErr(err))
+		return nil, err
 	}
 	// pwrite, not stores through the mapping: a store faults in the pages
 	// around it (fault-around), and every mapped page costs each later
 	// writeback a write-protect walk (WritePwrite has the figures).
 	var crc [4]byte
-	for i, at := range rf.crcAt {
-		binary.BigEndian.PutUint32(crc[:], ^rf.crcs[i])
+	for i, at := range crcAt {
+		binary.BigEndian.PutUint32(crc[:], ^crcs[i])
 		if _, err := f.WriteAt(crc[:], at); err != nil {
 			sp.Discard()
 			return nil, fmt.Errorf("cannot invalidate recycled segment: %w", ioErr(err))
@@ -185,6 +182,14 @@ func OpenSpare(dir string, opts Options, rf *RecycledFile) (*Spare, error) {
 	if err := fdatasync(int(f.Fd())); err != nil {
 		sp.Discard()
 		return nil, fmt.Errorf("cannot sync recycled segment: %w", ioErr(err))
+	}
+	// A file longer than this segment's capacity (segment.bytes was
+	// lowered) keeps its excess until the seal trims it.
+	sp.reserved = min(st.Size(), opts.MaxBytes)
+	sp.recycled = sp.reserved
+	if sp.m, err = mmap.Map(f, 0, int(max(opts.MaxBytes, st.Size())), true); err != nil {
+		sp.Discard()
+		return nil, fmt.Errorf("cannot map recycled segment: %w", ioErr(err))
 	}
 	return sp, nil
 }

@@ -80,8 +80,8 @@ func recycledSegment(t *testing.T, dir string, base int64, n int) (*Segment, []b
 	return s, sent
 }
 
-// TestRecycleSmallBatchesDeletes: a segment of small batches is deleted,
-// not recycled: invalidating their CRCs would rewrite most of its pages.
+// TestRecycleSmallBatchesDeletes: a file of small batches is deleted, not
+// reused: invalidating their CRCs would rewrite most of its pages.
 func TestRecycleSmallBatchesDeletes(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Create(dir, 0, recycleOpts)
@@ -97,8 +97,30 @@ func TestRecycleSmallBatchesDeletes(t *testing.T) {
 		t.Fatal(err)
 	}
 	rf, err := s.Recycle()
-	if err != nil || rf != nil {
-		t.Fatalf("Recycle of 2 KB batches: %+v, %v; want nil, nil", rf, err)
+	if err != nil || rf == nil {
+		t.Fatalf("Recycle: %+v, %v", rf, err)
+	}
+	if sp, err := OpenSpare(dir, recycleOpts, rf); !errors.Is(err, ErrNotRecycled) {
+		t.Fatalf("OpenSpare of 2 KB batches: %v, %v; want ErrNotRecycled", sp, err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
+		t.Fatalf("files left: %v", left)
+	}
+}
+
+// TestRecycleUnsealedDeletes: a segment that was never sealed (its file
+// may run on past its batches) is deleted, not recycled.
+func TestRecycleUnsealedDeletes(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Create(dir, 0, recycleOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(testBatch(t, 1, 1, recycleValue), 0); err != nil {
+		t.Fatal(err)
+	}
+	if rf, err := s.Recycle(); err != nil || rf != nil {
+		t.Fatalf("Recycle of an unsealed segment: %+v, %v; want nil, nil", rf, err)
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
 		t.Fatalf("files left: %v", left)

@@ -88,7 +88,11 @@ func VerifyFile(path string, maxBatchSize int) (Report, error) {
 				r.ZeroTail = int64(len(rest))
 				break
 			}
-			if named && staleAhead(rest, base, maxBatchSize) {
+			next := r.NextOffset
+			if r.FirstOffset < 0 {
+				next = base
+			}
+			if named && staleAhead(rest, base, next, maxBatchSize) {
 				r.StaleTail = int64(len(rest))
 				break
 			}
@@ -238,27 +242,34 @@ func mapFile(path string) ([]byte, func(), error) {
 	return m.Bytes(), func() { _ = m.Unmap() }, nil
 }
 
-// staleAhead reports whether an old batch of a recycled file starts within
-// maxBatchSize bytes of the start of rest: framed, with offsets below base
-// and the complement of its CRC in its CRC field, as OpenSpare leaves
-// every old batch. rest is then the file's stale tail, beginning inside
-// one of them (or at one).
-// At most staleTries candidates get their CRC computed, so that crafted
-// bytes cannot make the search quadratic.
-func staleAhead(rest []byte, base int64, maxBatchSize int) bool {
-	const staleTries = 64
-	tries := 0
-	for j := 0; j < len(rest) && j <= maxBatchSize && tries < staleTries; j++ {
-		n, err := batch.Size(rest[j:])
-		if err != nil || n > maxBatchSize {
+// staleAhead reports whether rest, where the segment's own batches stop
+// being valid (the next one would start at offset next), is a recycled
+// file's stale tail: an old batch as OpenSpare leaves every one (framed,
+// magic 2, offsets below base, the complement of its CRC in its CRC
+// field) starts within two maximum batch sizes (a torn new batch, then
+// the rest of an old one), and no valid batch of the segment's own (offsets
+// at or above next) starts before it: a corrupt batch followed by good
+// ones is corruption, not a tail, whatever lies further on. The CRCs it
+// computes are bounded in bytes, so crafted bytes cannot make it slow.
+func staleAhead(rest []byte, base, next int64, maxBatchSize int) bool {
+	budget := 4 * int64(maxBatchSize)
+	window := min(len(rest), 2*maxBatchSize)
+	for j := 0; j < window && budget > 0; j++ {
+		v, err := batch.Parse(rest[j:])
+		if err != nil || len(v) > maxBatchSize {
 			continue
 		}
-		v := batch.Batch(rest[j : j+n])
-		if v.BaseOffset() >= base {
+		n := len(v)
+		own := v.BaseOffset() >= next
+		if !own && v.BaseOffset() >= base {
 			continue
 		}
-		tries++
-		if v.CRC() == ^v.ComputeCRC() {
+		budget -= int64(n)
+		crc := v.ComputeCRC()
+		switch {
+		case own && v.CRC() == crc:
+			return false
+		case !own && v.CRC() == ^crc:
 			return true
 		}
 	}
