@@ -38,7 +38,7 @@
 // Under always, too, a segment that retention deletes leaves its file
 // for the next roll (segment.Recycle, Options.NoRecycle): written blocks
 // at no cost in bandwidth, so in the steady state of a log with retention
-// even large syncs flush data only (100 KB per sync: 1.44-1.46x the
+// even large syncs flush data only (100 KB per sync: 1.49-1.51x the
 // records/s of new files, BenchmarkAppendAlwaysRecycled). The file's old
 // batches past the writer's end are cut by the seal, or by recovery, which
 // stops at the first batch below the expected offset and keeps the
