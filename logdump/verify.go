@@ -274,7 +274,7 @@ func (v *verifier) file(path string, tailOK bool, nextBase int64) (segment.Repor
 		v.printf(", no timeindex\n")
 	}
 	if r.ZeroTail > 0 {
-		v.printf("note: %s ends in %d zero bytes from position %d: the unfinished active segment of a log not closed cleanly, which opening the partition recovers\n",
+		v.printf("note: %s ends in %d zero bytes from position %d: the unfinished active segment of a log not closed cleanly (or one rolled just before and not yet sealed), which opening the partition recovers\n",
 			path, r.ZeroTail, r.Bytes-tail)
 		v.sum.Notes++
 	}
