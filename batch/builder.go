@@ -66,6 +66,11 @@ func (b *Builder) Reset(codec Codec) {
 	b.count = 0
 }
 
+// Built is the size of the batch the last Build sealed (0 before any):
+// what a caller that handed the builder to something that builds (a
+// producer's Send) appended.
+func (b *Builder) Built() int { return len(b.out) }
+
 // SetProducer makes the batch idempotent: producer id, epoch and the
 // sequence of its first record.
 func (b *Builder) SetProducer(id int64, epoch int16, baseSequence int32) {

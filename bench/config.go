@@ -32,6 +32,9 @@ const (
 // is set.
 const DefaultDuration = 10 * time.Second
 
+// RetentionEvery is how often a run with RetentionBytes applies it.
+const RetentionEvery = 20 * time.Millisecond
+
 // Config is a workload. The zero value is not valid; start from Defaults.
 type Config struct {
 	Producers  int    // producer goroutines; producer i writes partition i % Partitions
@@ -60,8 +63,13 @@ type Config struct {
 	Topic string
 	// SegmentBytes is segment.bytes (0: the engine's default, 1 GiB).
 	SegmentBytes int64
-	Payload      string // text (compressible words) or random
-	Seed         int64  // seeds the payload generator
+	// RetentionBytes is retention.bytes per partition (0: none), applied
+	// every RetentionEvery during the run: the steady state of a log
+	// that deletes as fast as it writes (under fsync always, rolls then
+	// reuse the deleted segments' files).
+	RetentionBytes int64
+	Payload        string // text (compressible words) or random
+	Seed           int64  // seeds the payload generator
 	// BaselineMax bounds the time the baseline may take; 0 skips it.
 	BaselineMax time.Duration
 
@@ -142,6 +150,10 @@ func (c Config) parse() (parsed, error) {
 		return p, usagef("--segment-bytes %d is negative", c.SegmentBytes)
 	case c.SegmentBytes > 0 && int64(c.Batch)*int64(c.RecordSize+8)*2 > c.SegmentBytes:
 		return p, usagef("--segment-bytes %d is too small for batches of %d x %d bytes", c.SegmentBytes, c.Batch, c.RecordSize)
+	case c.RetentionBytes < 0:
+		return p, usagef("--retention-bytes %d is negative", c.RetentionBytes)
+	case c.RetentionBytes > 0 && c.Readers > 0:
+		return p, usagef("--retention-bytes and --readers exclude each other: readers start at offset 0, which retention deletes")
 	case c.BaselineMax < 0:
 		return p, usagef("--baseline-max %v is negative", c.BaselineMax)
 	case c.Topic == "":
@@ -211,15 +223,17 @@ type Workload struct {
 	Dir          string `json:"dir"`
 	Topic        string `json:"topic"`
 	SegmentBytes int64  `json:"segment_bytes"`
-	Payload      string `json:"payload"`
-	Seed         int64  `json:"seed"`
-	BaselineMax  string `json:"baseline_max"`
-	JSON         bool   `json:"json"`
-	Plot         string `json:"plot"`
-	CPUProfile   string `json:"cpuprofile"`
-	MemProfile   string `json:"memprofile"`
-	Trace        string `json:"trace"`
-	Quiet        bool   `json:"quiet"`
+	// RetentionBytes: 0 when off.
+	RetentionBytes int64  `json:"retention_bytes"`
+	Payload        string `json:"payload"`
+	Seed           int64  `json:"seed"`
+	BaselineMax    string `json:"baseline_max"`
+	JSON           bool   `json:"json"`
+	Plot           string `json:"plot"`
+	CPUProfile     string `json:"cpuprofile"`
+	MemProfile     string `json:"memprofile"`
+	Trace          string `json:"trace"`
+	Quiet          bool   `json:"quiet"`
 }
 
 // Workload returns c for the report. Duration is "" in records mode.
@@ -228,7 +242,7 @@ func (c Config) Workload() Workload {
 		Producers: c.Producers, Partitions: c.Partitions, RecordSize: c.RecordSize, Batch: c.Batch,
 		Codec: c.Codec, Fsync: c.Fsync, Mode: c.Mode, TxnBatches: c.TxnBatches,
 		Records: c.Records, Readers: c.Readers, Isolation: c.Isolation, Dir: c.Dir, Topic: c.Topic,
-		SegmentBytes: c.SegmentBytes, Payload: c.Payload, Seed: c.Seed, BaselineMax: c.BaselineMax.String(),
+		SegmentBytes: c.SegmentBytes, RetentionBytes: c.RetentionBytes, Payload: c.Payload, Seed: c.Seed, BaselineMax: c.BaselineMax.String(),
 		JSON: c.JSON, Plot: c.Plot, CPUProfile: c.CPUProfile, MemProfile: c.MemProfile, Trace: c.Trace, Quiet: c.Quiet,
 	}
 	if c.Records == 0 {

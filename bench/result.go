@@ -47,6 +47,10 @@ type Result struct {
 	// after their appends: a lower bound on the fdatasync calls that
 	// acknowledged them (0 unless fsync is always or bytes=N).
 	SyncsObserved int64 `json:"syncs_observed"`
+	// With --retention-bytes: segments retention deleted during the run,
+	// and segments that took a deleted one's file (under fsync always).
+	SegmentsDeleted  int64 `json:"segments_deleted"`
+	SegmentsRecycled int64 `json:"segments_recycled"`
 
 	Baseline        Baseline `json:"baseline"`
 	RatioToBaseline float64  `json:"ratio_to_baseline"`
@@ -180,6 +184,9 @@ func (r *Result) WriteSummary(w io.Writer) error {
 	fmt.Fprintf(&b, "latency        p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  (per batch: %s)\n",
 		usString(l.P50), usString(l.P90), usString(l.P99), usString(l.P999), usString(l.Max), r.LatencyScope)
 	fmt.Fprintf(&b, "allocations    %.2f per batch\n", r.AllocsPerBatch)
+	if r.Workload.RetentionBytes > 0 {
+		fmt.Fprintf(&b, "retention      %s segments deleted, %s of them reused for new ones\n", countString(r.SegmentsDeleted), countString(r.SegmentsRecycled))
+	}
 	if r.SyncsObserved > 0 {
 		fmt.Fprintf(&b, "syncs          %s observed, %.1f batches per sync\n", countString(r.SyncsObserved), float64(r.Batches)/float64(r.SyncsObserved))
 	}

@@ -72,7 +72,10 @@ type producer struct {
 	quota             int64 // records to write; -1: until stopped
 
 	records, batches, payload atomic.Int64
-	ival                      intervalHist
+	// logged: bytes of the batches appended (compressed, as in the log),
+	// which a run with retention cannot read back from the log.
+	logged atomic.Int64
+	ival   intervalHist
 }
 
 func (pr *producer) run(stop *atomic.Bool, codec batch.Codec, perBatch int) error {
@@ -131,6 +134,7 @@ func (pr *producer) write(stop *atomic.Bool, codec batch.Codec, perBatch int) er
 		pr.records.Add(int64(n))
 		pr.batches.Add(1)
 		pr.payload.Add(int64(n) * size)
+		pr.logged.Add(int64(pr.bld.Built()))
 		if left > 0 {
 			left -= int64(n)
 		}
@@ -296,11 +300,15 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 		}
 	}
 
-	e, err := engine.Open(dir, engine.Options{Partition: partition.Options{
+	popts := partition.Options{
 		Sync:         p.sync,
 		MaxBatchSize: c.maxBatchSize(),
 		Segment:      segment.Options{MaxBytes: c.SegmentBytes},
-	}})
+	}
+	if c.RetentionBytes > 0 {
+		popts.RetentionBytes, popts.RetentionAge = c.RetentionBytes, -1
+	}
+	e, err := engine.Open(dir, engine.Options{Partition: popts})
 	if err != nil {
 		return nil, err
 	}
@@ -421,6 +429,27 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 			readEnd[i] = time.Now()
 		})
 	}
+	// Retention, as a server's periodic check would apply it (Kafka's
+	// every 5 minutes; here often enough to keep up with the writers).
+	var retained sync.WaitGroup
+	var deleted atomic.Int64
+	recycled0 := make([]int64, len(parts))
+	for i, part := range parts {
+		recycled0[i] = part.Log().Recycled()
+	}
+	if c.RetentionBytes > 0 {
+		retained.Go(func() {
+			for !writersDone.Load() {
+				n, err := e.ApplyRetention()
+				if err != nil {
+					fail(err)
+					return
+				}
+				deleted.Add(int64(n))
+				time.Sleep(RetentionEvery)
+			}
+		})
+	}
 	var pwg sync.WaitGroup
 	for _, pr := range prods {
 		pwg.Go(func() {
@@ -434,6 +463,11 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 	runtime.ReadMemStats(&ms1)
 	writersDone.Store(true)
 	rwg.Wait()
+	retained.Wait()
+	res.SegmentsDeleted = deleted.Load()
+	for i, part := range parts {
+		res.SegmentsRecycled += part.Log().Recycled() - recycled0[i]
+	}
 	smp.finish(end)
 	<-smpDone
 	if traceFile != nil {
@@ -468,6 +502,14 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 			return nil, fmt.Errorf("cannot measure partition %d: %w", i, err)
 		}
 		res.Bytes += n
+	}
+	if c.RetentionBytes > 0 {
+		// Retention deleted some of it: the producers' count (batches
+		// only: transaction markers are not counted).
+		res.Bytes = 0
+		for _, pr := range prods {
+			res.Bytes += pr.logged.Load()
+		}
 	}
 	if s := res.Seconds; s > 0 {
 		res.RecordsPerSec = float64(res.Records) / s
