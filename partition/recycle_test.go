@@ -56,6 +56,21 @@ func appendUntilRolls(t *testing.T, l *Log, id *int, n int) {
 	}
 }
 
+// openRolled opens a log in a new directory and appends until it has
+// rolled five times and its maintainer has made the next spare (a new
+// file): retention then has segments to delete.
+func openRolled(t *testing.T, opts Options) (l *Log, dir string, id int) {
+	t.Helper()
+	dir = t.TempDir()
+	l, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendUntilRolls(t, l, &id, 5)
+	l.waitIdle()
+	return l, dir, id
+}
+
 // checkDense reads the whole log and checks every batch from the log
 // start is the one appended with its offset as id.
 func checkDense(t *testing.T, l *Log) {
@@ -83,14 +98,7 @@ func TestRecycleReusesRetiredFile(t *testing.T) {
 	for _, off := range []bool{false, true} {
 		opts := recycleOptions()
 		opts.NoRecycle = off
-		dir := t.TempDir()
-		l, err := Open(dir, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := 0
-		appendUntilRolls(t, l, &id, 5)
-		l.waitIdle() // the spare for the next roll is made: a new file
+		l, dir, id := openRolled(t, opts)
 		births := map[time.Time]int64{}
 		for _, s := range *l.segs.Load() {
 			births[born(t, filepath.Join(dir, segment.FileName(s.Base(), ".log")))] = s.Base()
@@ -147,14 +155,7 @@ func TestRecycledRolledSegmentCrash(t *testing.T) {
 	}
 	for _, checkpointed := range []bool{false, true} {
 		opts := recycleOptions()
-		dir := t.TempDir()
-		l, err := Open(dir, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := 0
-		appendUntilRolls(t, l, &id, 5)
-		l.waitIdle() // the spare for the next roll is made: a new file
+		l, dir, id := openRolled(t, opts)
 		if _, err := l.ApplyRetention(); err != nil {
 			t.Fatal(err)
 		}
@@ -180,7 +181,7 @@ func TestRecycledRolledSegmentCrash(t *testing.T) {
 		// Rolled early (as segment.ms does), so most of the old file
 		// lies past the data.
 		l.mu.Lock()
-		err = l.roll(l.leo)
+		err := l.roll(l.leo)
 		l.mu.Unlock()
 		if err != nil {
 			t.Fatal(err)
@@ -234,13 +235,7 @@ func TestSpareStaysRecycled(t *testing.T) {
 		t.Skip("recycling follows zero fills, Linux only")
 	}
 	for _, pendingNew := range []bool{false, true} {
-		l, err := Open(t.TempDir(), recycleOptions())
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := 0
-		appendUntilRolls(t, l, &id, 5)
-		l.waitIdle()
+		l, _, _ := openRolled(t, recycleOptions())
 		if _, err := l.ApplyRetention(); err != nil {
 			t.Fatal(err)
 		}
