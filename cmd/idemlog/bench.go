@@ -81,6 +81,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.Dir, "dir", "", "data `DIR`, kept after the run, appended to if it exists (default: a temporary directory, removed)")
 	fs.StringVar(&c.Topic, "topic", d.Topic, "topic `NAME`")
 	fs.Var((*optInt64)(&c.SegmentBytes), "segment-bytes", "segment size in `BYTES` (default: 1 GiB, Kafka's)")
+	fs.Var((*optInt64)(&c.RetentionBytes), "retention-bytes", "retention.bytes per partition, applied every 20ms during the run: the steady state of a log that deletes as it writes (default: off)")
 	fs.StringVar(&c.Payload, "payload", d.Payload, "record values, `KIND`: text (compressible words) or random")
 	fs.Int64Var(&c.Seed, "seed", d.Seed, "`N` seeding the payload generator")
 	fs.DurationVar(&c.BaselineMax, "baseline-max", d.BaselineMax, "stop each baseline measurement after `DUR`; 0 skips the baseline")

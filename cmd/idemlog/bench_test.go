@@ -83,7 +83,7 @@ func obj(t *testing.T, m map[string]any, key string) map[string]any {
 func TestBenchJSON(t *testing.T) {
 	flags := []string{"producers", "partitions", "record_size", "batch", "codec", "fsync", "mode", "txn_batches",
 		"duration", "records", "readers", "isolation", "dir", "payload", "seed", "json", "plot",
-		"cpuprofile", "memprofile", "trace"}
+		"cpuprofile", "memprofile", "trace", "segment_bytes", "retention_bytes"}
 	for _, mode := range []string{"plain", "idempotent"} {
 		for _, fsync := range []string{"never", "always", "interval=20ms", "bytes=65536"} {
 			m := benchJSON(t, "--records", "20000", "--mode", mode, "--fsync", fsync, "--producers", "2", "--partitions", "2",
@@ -173,5 +173,21 @@ func TestBenchSummary(t *testing.T) {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("summary lacks %q:\n%s", want, stdout)
 		}
+	}
+}
+
+// TestBenchRetention: --retention-bytes reaches the run (segments deleted
+// and, under always, reused) and the JSON workload.
+func TestBenchRetention(t *testing.T) {
+	m := benchJSON(t, "--records", "16000", "--record-size", "1000", "--batch", "80", "--producers", "1", "--partitions", "1",
+		"--fsync", "always", "--retention-bytes", "1048576")
+	if w := obj(t, m, "workload"); w["retention_bytes"] != 1048576.0 {
+		t.Errorf("workload %v", w)
+	}
+	if num(t, m, "segments_deleted") == 0 || num(t, m, "segments_recycled") == 0 {
+		t.Errorf("segments deleted %v, recycled %v", m["segments_deleted"], m["segments_recycled"])
+	}
+	if code, _, stderr := runCLI("bench", "--retention-bytes", "-1"); code != 2 || !strings.Contains(stderr, "retention-bytes") {
+		t.Errorf("--retention-bytes -1: exit %d, stderr %q", code, stderr)
 	}
 }
