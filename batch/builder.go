@@ -28,8 +28,13 @@ type Builder struct {
 	// franz-go write) instead of Java's xerial framing.
 	SnappyRaw bool
 
-	recs   []byte // uncompressed records section
-	out    []byte // the batch being built
+	// buf is HeaderSize bytes of room for the header, then the records
+	// uncompressed: a CodecNone batch is sealed in place, with no copy of
+	// its records (runtime.memmove, this copy among others, was 6.9% of a
+	// producer's samples syncing 100 x 1 KiB batches in bench/peers).
+	buf    []byte
+	out    []byte // a compressed batch being built
+	built  int    // length of the batch the last Build sealed
 	count  int32
 	baseTs int64
 	maxTs  int64
@@ -62,14 +67,20 @@ func (b *Builder) Reset(codec Codec) {
 	b.codec = codec
 	b.producerID, b.producerEpoch, b.baseSequence = NoProducerID, NoProducerEpoch, NoSequence
 	b.transactional = false
-	b.recs = b.recs[:0]
+	if cap(b.buf) < HeaderSize {
+		b.buf = make([]byte, HeaderSize, 4096)
+	}
+	b.buf = b.buf[:HeaderSize]
 	b.count = 0
 }
+
+// records is the uncompressed records section.
+func (b *Builder) records() []byte { return b.buf[HeaderSize:] }
 
 // Built is the size of the batch the last Build sealed (0 before any):
 // what a caller that handed the builder to something that builds (a
 // producer's Send) appended.
-func (b *Builder) Built() int { return len(b.out) }
+func (b *Builder) Built() int { return b.built }
 
 // SetProducer makes the batch idempotent: producer id, epoch and the
 // sequence of its first record.
@@ -84,7 +95,7 @@ func (b *Builder) SetTransactional(t bool) { b.transactional = t }
 func (b *Builder) Count() int { return int(b.count) }
 
 // Size returns the uncompressed size the batch would have now.
-func (b *Builder) Size() int { return HeaderSize + len(b.recs) }
+func (b *Builder) Size() int { return len(b.buf) }
 
 // Append adds a record. A nil key or value is encoded as null, an empty
 // non-nil one as empty.
@@ -103,7 +114,7 @@ func (b *Builder) Append(timestamp int64, key, value []byte, headers []Header) {
 			body += varintSize(0) - varintSize(-1)
 		}
 	}
-	r := b.recs
+	r := b.buf
 	r = appendVarint(r, int32(body))
 	r = append(r, 0)
 	r = appendVarlong(r, tsDelta)
@@ -116,7 +127,7 @@ func (b *Builder) Append(timestamp int64, key, value []byte, headers []Header) {
 		r = append(r, headers[i].Key...)
 		r = appendBytes(r, headers[i].Value)
 	}
-	b.recs = r
+	b.buf = r
 	b.count++
 }
 
@@ -141,29 +152,33 @@ func (b *Builder) Build() (Batch, error) {
 	if b.count == 0 {
 		return nil, fmt.Errorf("cannot build batch: no records: %w", ErrBuild)
 	}
-	if len(b.recs) > math.MaxInt32-HeaderSize {
-		return nil, fmt.Errorf("cannot build batch: %d bytes of records: %w", len(b.recs), ErrBuild)
+	if n := len(b.buf) - HeaderSize; n > math.MaxInt32-HeaderSize {
+		return nil, fmt.Errorf("cannot build batch: %d bytes of records: %w", n, ErrBuild)
 	}
-	out := append(b.out[:0], make([]byte, HeaderSize)...)
-	var err error
-	switch b.codec {
-	case CodecNone:
-		out = append(out, b.recs...)
-	case CodecGzip:
-		out, err = b.deflate(out)
-	case CodecSnappy:
-		out = b.snappy(out)
-	case CodecLZ4:
-		out, err = b.lz4(out)
-	case CodecZstd:
-		out, err = b.zstd(out)
-	default:
-		err = fmt.Errorf("cannot build batch: %v: %w", b.codec, ErrCodec)
+	var out []byte
+	if b.codec == CodecNone {
+		out = b.buf // sealed in place
+	} else {
+		out = append(b.out[:0], make([]byte, HeaderSize)...)
+		var err error
+		switch b.codec {
+		case CodecGzip:
+			out, err = b.deflate(out)
+		case CodecSnappy:
+			out = b.snappy(out)
+		case CodecLZ4:
+			out, err = b.lz4(out)
+		case CodecZstd:
+			out, err = b.zstd(out)
+		default:
+			err = fmt.Errorf("cannot build batch: %v: %w", b.codec, ErrCodec)
+		}
+		if err != nil {
+			return nil, err
+		}
+		b.out = out
 	}
-	if err != nil {
-		return nil, err
-	}
-	b.out = out
+	b.built = len(out)
 	attrs := uint16(b.codec)
 	if b.transactional {
 		attrs |= attrTransactional
@@ -172,7 +187,7 @@ func (b *Builder) Build() (Batch, error) {
 		attrs: attrs, lastOffsetDelta: b.count - 1, baseTs: b.baseTs, maxTs: b.maxTs,
 		producerID: b.producerID, producerEpoch: b.producerEpoch, baseSequence: b.baseSequence, count: b.count,
 	})
-	return Batch(out), nil
+	return Batch(out[:len(out):len(out)]), nil
 }
 
 type header struct {
@@ -211,7 +226,7 @@ func (b *Builder) deflate(out []byte) ([]byte, error) {
 	} else {
 		b.gz.Reset(b.app)
 	}
-	if _, err := b.gz.Write(b.recs); err != nil {
+	if _, err := b.gz.Write(b.records()); err != nil {
 		return nil, fmt.Errorf("cannot gzip records: %w", err)
 	}
 	if err := b.gz.Close(); err != nil {
@@ -233,7 +248,7 @@ func (b *Builder) lz4(out []byte) ([]byte, error) {
 	} else {
 		b.lz.Reset(b.app)
 	}
-	if _, err := b.lz.Write(b.recs); err != nil {
+	if _, err := b.lz.Write(b.records()); err != nil {
 		return nil, fmt.Errorf("cannot lz4 records: %w", err)
 	}
 	if err := b.lz.Close(); err != nil {
@@ -251,17 +266,17 @@ func (b *Builder) zstd(out []byte) ([]byte, error) {
 		}
 		b.zs = zs
 	}
-	return b.zs.EncodeAll(b.recs, out), nil
+	return b.zs.EncodeAll(b.records(), out), nil
 }
 
 func (b *Builder) snappy(out []byte) []byte {
 	if b.SnappyRaw {
-		return appendSnappyBlock(out, b.recs)
+		return appendSnappyBlock(out, b.records())
 	}
 	out = append(out, xerialMagic...)
 	out = binary.BigEndian.AppendUint32(out, 1) // version
 	out = binary.BigEndian.AppendUint32(out, 1) // minimum compatible version
-	for src := b.recs; len(src) > 0; {
+	for src := b.records(); len(src) > 0; {
 		chunk := src[:min(len(src), xerialBlockSize)]
 		src = src[len(chunk):]
 		lenAt := len(out)
