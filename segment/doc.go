@@ -44,4 +44,12 @@
 // shutdown the active segment's file is longer than its data (the
 // reservation): Recover scans it, keeps the valid prefix and truncates the
 // rest.
+//
+// # Recycling
+//
+// A retired segment's .log may become a later segment's file (Recycle,
+// OpenSpare): written blocks, so syncs over them commit nothing to the
+// journal. Its old batches, their CRCs inverted first, lie past the new
+// data until Seal trims them; recycle.go has the argument for recovery
+// and its one caveat.
 package segment
