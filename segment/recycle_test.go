@@ -16,24 +16,23 @@ var recycleOpts = Options{MaxBytes: 1 << 20, IndexMaxBytes: 4096, IndexIntervalB
 
 const recycleValue = 80 << 10 // bytes per old and new batch: about 13 per segment
 
-// recycledFile fills a segment at base 0 with equal-sized batches, seals
-// and recycles it, and returns the file and the old segment's size.
-func recycledFile(t *testing.T, dir string) (*RecycledFile, int64) {
+// recycledFile fills a segment at base 0 with the batches next returns
+// (until one does not fit), seals and recycles it, and returns the file
+// and the old segment's size.
+func recycledFile(t *testing.T, dir string, opts Options, next func() batch.Batch) (*RecycledFile, int64) {
 	t.Helper()
-	old, err := Create(dir, 0, recycleOpts)
+	old, err := Create(dir, 0, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var off int64
-	for {
-		b := testBatch(t, 7, 1, recycleValue)
+	for off := int64(0); ; off++ {
+		b := next()
 		if !old.Fits(len(b), off) {
 			break
 		}
 		if _, err := old.Append(b, off); err != nil {
 			t.Fatal(err)
 		}
-		off++
 	}
 	if err := old.Seal(); err != nil {
 		t.Fatal(err)
@@ -51,14 +50,15 @@ func recycledFile(t *testing.T, dir string) (*RecycledFile, int64) {
 	return rf, size
 }
 
-// recycledSegment activates a recycled file as the segment at base with n
-// batches of the old ones' size appended: the new data ends exactly on a
-// batch boundary of the old, so the stale tail starts with a whole old
-// batch (the case a length check cannot catch).
-func recycledSegment(t *testing.T, dir string, base int64, n int) (*Segment, []batch.Batch) {
+// equalOld is the old segment's batches in most tests: equal-sized.
+func equalOld(t *testing.T) func() batch.Batch {
+	return func() batch.Batch { return testBatch(t, 7, 1, recycleValue) }
+}
+
+// activate makes the recycled file the active segment at base.
+func activate(t *testing.T, dir string, opts Options, rf *RecycledFile, base int64) *Segment {
 	t.Helper()
-	rf, oldSize := recycledFile(t, dir)
-	sp, err := OpenSpare(dir, recycleOpts, rf)
+	sp, err := OpenSpare(dir, opts, rf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +66,17 @@ func recycledSegment(t *testing.T, dir string, base int64, n int) (*Segment, []b
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// recycledSegment activates a recycled file as the segment at base with n
+// batches of the old ones' size appended: the new data ends exactly on a
+// batch boundary of the old, so the stale tail starts with a whole old
+// batch (the case a length check cannot catch).
+func recycledSegment(t *testing.T, dir string, base int64, n int) (*Segment, []batch.Batch) {
+	t.Helper()
+	rf, oldSize := recycledFile(t, dir, recycleOpts, equalOld(t))
+	s := activate(t, dir, recycleOpts, rf, base)
 	if s.Recycled() != oldSize || s.reserved.Load() != oldSize {
 		t.Fatalf("recycled %d, reserved %d; want the old size %d", s.Recycled(), s.reserved.Load(), oldSize)
 	}
@@ -272,15 +283,8 @@ func TestRecycledSegmentSealTrims(t *testing.T) {
 func TestVerifyStaleTail(t *testing.T) {
 	dir := t.TempDir()
 	const base = 1000
-	rf, _ := recycledFile(t, dir)
-	sp, err := OpenSpare(dir, recycleOpts, rf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sp.Activate(base)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rf, _ := recycledFile(t, dir, recycleOpts, equalOld(t))
+	s := activate(t, dir, recycleOpts, rf, base)
 	// Larger batches than the old: the new data ends inside an old batch.
 	for i := range 3 {
 		if _, err := s.Append(testBatch(t, 9, 1, recycleValue+3000), base+int64(i)); err != nil {

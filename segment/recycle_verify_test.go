@@ -33,36 +33,8 @@ func TestVerifyStaleTailRandomValues(t *testing.T) {
 	r := rand.NewChaCha8([32]byte{1})
 	opts := Options{MaxBytes: 16 << 20, IndexMaxBytes: 4096, IndexIntervalBytes: 64 << 10, ReserveAhead: 64 << 10}
 	const value = 512 << 10
-	old, err := Create(dir, 0, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var off int64
-	for {
-		b := randBatch(t, r, value)
-		if !old.Fits(len(b), off) {
-			break
-		}
-		if _, err := old.Append(b, off); err != nil {
-			t.Fatal(err)
-		}
-		off++
-	}
-	if err := old.Seal(); err != nil {
-		t.Fatal(err)
-	}
-	rf, err := old.Recycle()
-	if err != nil || rf == nil {
-		t.Fatal(rf, err)
-	}
-	sp, err := OpenSpare(dir, opts, rf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sp.Activate(1000)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rf, _ := recycledFile(t, dir, opts, func() batch.Batch { return randBatch(t, r, value) })
+	s := activate(t, dir, opts, rf, 1000)
 	for i := range 3 {
 		if _, err := s.Append(testBatch(t, 9, 1, value+3000), 1000+int64(i)); err != nil {
 			t.Fatal(err)
