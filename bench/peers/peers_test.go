@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"testing"
 	"time"
 )
@@ -60,7 +62,7 @@ func TestKafkaBrokerProcess(t *testing.T) {
 }
 
 func TestStorageSmoke(t *testing.T) {
-	c := StorageConfig{Records: 2000, Sizes: []int{100}, PerBatch: 100, Syncs: []bool{false, true},
+	c := StorageConfig{Records: 2000, Sizes: []int{100}, PerBatch: 100, Durabilities: []string{"none", "batch", "group"}, Writers: 4,
 		MaxTime: 10 * time.Second, Rounds: 1, Dir: t.TempDir()}
 	for _, p := range storagePeers {
 		c.Peers = append(c.Peers, p.name)
@@ -69,10 +71,80 @@ func TestStorageSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if want := 3 * len(storagePeers); len(rep.Runs) != want {
+		t.Fatalf("%d runs, want %d", len(rep.Runs), want)
+	}
+	group := 0
 	for _, r := range rep.Runs {
-		if r.Phase.Records != 2000 || r.Truncated {
-			t.Errorf("%s %v: %d records, truncated %v", r.Peer, r.Workload, r.Phase.Records, r.Truncated)
+		if r.Phase.Records != 2000 || r.Truncated || r.Phase.BatchLatencyUs.N != 20 {
+			t.Errorf("%s %v: %d records in %d batches, truncated %v", r.Peer, r.Workload, r.Phase.Records,
+				r.Phase.BatchLatencyUs.N, r.Truncated)
 		}
+		if r.Workload.Writers == 4 && r.Workload.Sync {
+			group++
+		}
+	}
+	if group != len(storagePeers) {
+		t.Errorf("%d group-commit runs, want %d", group, len(storagePeers))
+	}
+}
+
+// TestRawGroupCommit checks raw's group commit, the bound the group
+// durability is measured against: concurrent writers' batches all land,
+// each whole, none twice.
+func TestRawGroupCommit(t *testing.T) {
+	const lanes, batches, perBatch, size = 8, 50, 10, 16
+	w := workload{Size: size, PerBatch: perBatch, Sync: true, Writers: lanes, Records: lanes * batches * perBatch}
+	sw, err := openRaw(t.TempDir(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sw.close()
+	r := sw.(*rawWriter)
+	var wg sync.WaitGroup
+	for i := range lanes {
+		l, err := r.lane(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			recs := make([][]byte, perBatch)
+			for b := range batches {
+				for k := range recs {
+					recs[k] = bytes.Repeat([]byte{byte(i), byte(b), byte(k)}, size/3+1)[:size]
+				}
+				if err := l.write(recs); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if want := int64(w.Records * size); r.off != want {
+		t.Fatalf("wrote %d bytes, want %d", r.off, want)
+	}
+	data := make([]byte, r.off)
+	if _, err := r.f.ReadAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[[2]byte]bool{}
+	for off := 0; off < len(data); off += perBatch * size {
+		b := data[off : off+perBatch*size]
+		key := [2]byte{b[0], b[1]}
+		if seen[key] {
+			t.Fatalf("batch %v twice", key)
+		}
+		seen[key] = true
+		for k := range perBatch {
+			want := bytes.Repeat([]byte{key[0], key[1], byte(k)}, size/3+1)[:size]
+			if !bytes.Equal(b[k*size:(k+1)*size], want) {
+				t.Fatalf("batch %v record %d torn: %x", key, k, b[k*size:(k+1)*size])
+			}
+		}
+	}
+	if len(seen) != lanes*batches {
+		t.Fatalf("%d batches, want %d", len(seen), lanes*batches)
 	}
 }
 
@@ -116,15 +188,19 @@ func BenchmarkKafka(b *testing.B) {
 }
 
 // BenchmarkStorage writes b.N batches of 100 records with each peer (a
-// fresh directory per call); one op is one batch.
+// fresh directory per call), group commit with 16 writers; one op is one
+// batch.
 // `go test -bench Storage -benchtime 1000x`.
 func BenchmarkStorage(b *testing.B) {
-	for _, sync := range []bool{false, true} {
+	for _, dur := range []string{"none", "batch", "group"} {
 		for _, size := range []int{100, 1024} {
 			for _, p := range storagePeers {
-				b.Run(fmt.Sprintf("sync=%v/size=%d/peer=%s", sync, size, p.name), func(b *testing.B) {
+				b.Run(fmt.Sprintf("durability=%s/size=%d/peer=%s", dur, size, p.name), func(b *testing.B) {
 					c := StorageConfig{Records: b.N * 100, PerBatch: 100, MaxTime: time.Hour, Dir: b.TempDir()}
-					w := workload{Size: size, PerBatch: 100, Sync: sync, Records: c.Records}
+					w := workload{Size: size, PerBatch: 100, Sync: dur != "none", Writers: 1, Records: c.Records}
+					if dur == "group" {
+						w.Writers = 16
+					}
 					b.ResetTimer()
 					run, err := storageOnce(c, p, w, 0)
 					if err != nil {

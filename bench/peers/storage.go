@@ -7,20 +7,27 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // StorageConfig is the storage comparison's workload: every peer writes
-// Records records of each size in Sizes, PerBatch to a batch, with and
-// without a sync per batch, for at most MaxTime per run.
+// Records records of each size in Sizes, PerBatch to a batch, under each
+// durability in Durabilities, for at most MaxTime per run.
 type StorageConfig struct {
-	Records  int           `json:"records"`
-	Sizes    []int         `json:"sizes"`
-	PerBatch int           `json:"per_batch"`
-	Syncs    []bool        `json:"syncs"`
-	MaxTime  time.Duration `json:"max_time_ns"`
-	Rounds   int           `json:"rounds"`
-	Peers    []string      `json:"peers"`
+	Records  int   `json:"records"`
+	Sizes    []int `json:"sizes"`
+	PerBatch int   `json:"per_batch"`
+	// Durabilities: "none" (no sync), "batch" (one writer, a sync per
+	// batch), "group" (Writers writers at once, each batch acknowledged
+	// once synced: a peer that shares one sync among the batches waiting
+	// for it, group commit, goes faster).
+	Durabilities []string      `json:"durabilities"`
+	Writers      int           `json:"writers"`
+	MaxTime      time.Duration `json:"max_time_ns"`
+	Rounds       int           `json:"rounds"`
+	Peers        []string      `json:"peers"`
 	// Dir holds each run's directory (removed after the run).
 	Dir string `json:"dir"`
 }
@@ -30,14 +37,22 @@ type workload struct {
 	Size     int  `json:"size"`
 	PerBatch int  `json:"per_batch"`
 	Sync     bool `json:"sync"`
+	// Writers write at once, each its own batches; above 1 (the group
+	// durability), a peer must accept concurrent writes (laner).
+	Writers int `json:"writers"`
 	// Records is the most a run writes, for peers that preallocate.
 	Records int `json:"-"`
 }
 
 func (w workload) String() string {
 	s := "no sync"
-	if w.Sync {
+	switch {
+	case w.Sync && w.Writers > 1:
+		s = fmt.Sprintf("group commit, %d writers", w.Writers)
+	case w.Sync:
 		s = "sync per batch"
+	case w.Writers > 1:
+		s = fmt.Sprintf("no sync, %d writers", w.Writers)
 	}
 	return fmt.Sprintf("%d B x %d/batch, %s", w.Size, w.PerBatch, s)
 }
@@ -51,6 +66,21 @@ type storageWriter interface {
 	// files (pebble's LogWriter writes from a goroutine of its own).
 	finish() error
 	close() error
+}
+
+// laner is a storageWriter that several goroutines write to at once (the
+// group durability): lane(i) is goroutine i's handle, called before the
+// clock starts. Each lane is used by one goroutine; different lanes'
+// writes run concurrently, and each returns once its batch is
+// acknowledged (synced, when the workload syncs), so that a peer that
+// group-commits shares one sync among every batch waiting for it.
+type laner interface {
+	lane(i int) (lane, error)
+}
+
+// lane is one writer of a laner.
+type lane interface {
+	write(recs [][]byte) error
 }
 
 type storagePeer struct {
@@ -90,7 +120,9 @@ func storageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.IntVar(&c.Records, "records", 100_000, "records per run (fewer if -max-time ends it)")
 	sizes := fs.String("sizes", "100,1024", "record value `bytes` (random), one workload each")
 	fs.IntVar(&c.PerBatch, "batch", 100, "records per batch")
-	syncs := fs.String("sync", "false,true", "sync per batch: false, true, or false,true for both (one workload each)")
+	durs := fs.String("durability", "none,batch,group", "durabilities, one workload each: none (no sync), batch (a sync per batch, one writer), group (-writers writers, each batch acknowledged once synced)")
+	syncs := fs.String("sync", "", "old form of -durability: false (none), true (batch), or false,true")
+	fs.IntVar(&c.Writers, "writers", 16, "concurrent writers under -durability group")
 	fs.DurationVar(&c.MaxTime, "max-time", 2*time.Second, "end a run after this long")
 	fs.IntVar(&c.Rounds, "rounds", 3, "rounds; peers alternate within each")
 	var names []string
@@ -107,19 +139,20 @@ func storageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if c.Sizes, err = intList(*sizes); err != nil {
 		return err
 	}
-	for s := range strings.SplitSeq(*syncs, ",") {
-		switch strings.TrimSpace(s) {
-		case "false":
-			c.Syncs = append(c.Syncs, false)
-		case "true":
-			c.Syncs = append(c.Syncs, true)
+	if *syncs != "" {
+		*durs = strings.NewReplacer("false", "none", "true", "batch").Replace(*syncs)
+	}
+	for d := range strings.SplitSeq(*durs, ",") {
+		switch d = strings.TrimSpace(d); d {
+		case "none", "batch", "group":
+			c.Durabilities = append(c.Durabilities, d)
 		default:
-			return fmt.Errorf("cannot parse -sync %q: %w", *syncs, errUsage)
+			return fmt.Errorf("cannot parse -durability %q: %w", *durs, errUsage)
 		}
 	}
 	c.Peers = strings.Split(*peers, ",")
-	if c.Records <= 0 || c.PerBatch <= 0 || c.Rounds <= 0 {
-		return fmt.Errorf("-records, -batch and -rounds must be positive: %w", errUsage)
+	if c.Records <= 0 || c.PerBatch <= 0 || c.Rounds <= 0 || c.Writers <= 0 {
+		return fmt.Errorf("-records, -batch, -rounds and -writers must be positive: %w", errUsage)
 	}
 	rep, err := runStorage(ctx, c, stderr)
 	if err != nil {
@@ -145,9 +178,13 @@ func runStorage(ctx context.Context, c StorageConfig, progress io.Writer) (*Stor
 		rep.Peers[p.name] = p.about
 	}
 	var wls []workload
-	for _, sync := range c.Syncs {
+	for _, d := range c.Durabilities {
 		for _, size := range c.Sizes {
-			wls = append(wls, workload{Size: size, PerBatch: c.PerBatch, Sync: sync, Records: c.Records})
+			w := workload{Size: size, PerBatch: c.PerBatch, Sync: d != "none", Writers: 1, Records: c.Records}
+			if d == "group" {
+				w.Writers = c.Writers
+			}
+			wls = append(wls, w)
 		}
 	}
 	for round := range c.Rounds {
@@ -201,27 +238,65 @@ func storageOnce(c StorageConfig, p storagePeer, w workload, round int) (Storage
 	if err != nil {
 		return run, err
 	}
-	pl := newPayload(w.Size, 2)
-	recs := make([][]byte, w.PerBatch)
-	var lat []int64
+	lanes := []lane{sw}
+	if w.Writers > 1 {
+		lr, ok := sw.(laner)
+		if !ok {
+			sw.close()
+			return run, fmt.Errorf("%s takes one writer at a time", p.name)
+		}
+		lanes = lanes[:0]
+		for i := range w.Writers {
+			l, err := lr.lane(i)
+			if err != nil {
+				sw.close()
+				return run, fmt.Errorf("cannot open writer %d: %w", i, err)
+			}
+			lanes = append(lanes, l)
+		}
+	}
+	// Writers claim batches from one budget of records, so that a run
+	// writes Records in all, whatever the number of writers.
+	var left atomic.Int64
+	left.Store(int64(c.Records))
+	claim := func() int {
+		for {
+			n := left.Load()
+			if n <= 0 {
+				return 0
+			}
+			k := min(int64(w.PerBatch), n)
+			if left.CompareAndSwap(n, n-k) {
+				return int(k)
+			}
+		}
+	}
+	results := make([]laneResult, len(lanes))
+	pls := make([]*payload, len(lanes))
+	for i := range pls {
+		pls[i] = newPayload(w.Size, uint64(2+i))
+	}
 	ph := &run.Phase
 	m := startMeter()
-	for ph.Records < int64(c.Records) {
-		if time.Since(m.begin) > c.MaxTime {
-			run.Truncated = true
-			break
+	deadline := m.begin.Add(c.MaxTime)
+	if len(lanes) == 1 {
+		results[0] = drive(lanes[0], claim, pls[0], w.PerBatch, deadline)
+	} else {
+		var wg sync.WaitGroup
+		for i, l := range lanes {
+			wg.Go(func() { results[i] = drive(l, claim, pls[i], w.PerBatch, deadline) })
 		}
-		n := min(w.PerBatch, c.Records-int(ph.Records))
-		for i := range n {
-			recs[i] = pl.next()
+		wg.Wait()
+	}
+	var lat []int64
+	for _, r := range results {
+		if err == nil {
+			err = r.err
 		}
-		t0 := time.Now()
-		if err = sw.write(recs[:n]); err != nil {
-			break
-		}
-		lat = append(lat, int64(time.Since(t0)))
-		ph.Records += int64(n)
-		ph.PayloadBytes += int64(n * w.Size)
+		run.Truncated = run.Truncated || r.truncated
+		ph.Records += r.records
+		ph.PayloadBytes += r.records * int64(w.Size)
+		lat = append(lat, r.lat...)
 	}
 	if err == nil {
 		err = sw.finish()
@@ -232,4 +307,38 @@ func storageOnce(c StorageConfig, p storagePeer, w workload, round int) (Storage
 		err = fmt.Errorf("cannot close: %w", cerr)
 	}
 	return run, err
+}
+
+// laneResult is what one writer of a run did.
+type laneResult struct {
+	records   int64
+	lat       []int64 // per batch, ns
+	truncated bool
+	err       error
+}
+
+// drive writes batches through l, as many records as claim grants each
+// time, until claim grants none, deadline passes, or a write fails.
+func drive(l lane, claim func() int, pl *payload, perBatch int, deadline time.Time) laneResult {
+	var r laneResult
+	recs := make([][]byte, perBatch)
+	for {
+		if time.Now().After(deadline) {
+			r.truncated = true
+			return r
+		}
+		n := claim()
+		if n == 0 {
+			return r
+		}
+		for i := range n {
+			recs[i] = pl.next()
+		}
+		t0 := time.Now()
+		if r.err = l.write(recs[:n]); r.err != nil {
+			return r
+		}
+		r.lat = append(r.lat, int64(time.Since(t0)))
+		r.records += int64(n)
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -76,6 +77,19 @@ func (iw *idemlogWriter) write(recs [][]byte) error {
 	return err
 }
 
+// lane is another producer on the same partition (the group durability):
+// its own producer id, sequence numbers and builder. Under fsync always
+// the partition's syncs are shared: a producer whose batch is written
+// waits for the sync in flight or leads the next, which covers every
+// batch written meanwhile (partition.Log.WaitDurable).
+func (iw *idemlogWriter) lane(int) (lane, error) {
+	prod, err := iw.eng.NewProducer()
+	if err != nil {
+		return nil, fmt.Errorf("cannot create producer: %w", err)
+	}
+	return &idemlogWriter{eng: iw.eng, part: iw.part, prod: prod, bld: batch.NewBuilder(batch.CodecNone)}, nil
+}
+
 func (iw *idemlogWriter) finish() error { return nil }
 func (iw *idemlogWriter) close() error  { return iw.eng.Close() }
 
@@ -99,7 +113,7 @@ const (
 
 type idemlogRecycledWriter struct {
 	*idemlogWriter
-	batches int
+	batches *atomic.Int64 // shared by the lanes
 }
 
 func openIdemlogRecycled(dir string, w workload) (storageWriter, error) {
@@ -122,7 +136,7 @@ func openIdemlogRecycled(dir string, w workload) (storageWriter, error) {
 		eng.Close()
 		return nil, fmt.Errorf("cannot set up producer: %w", err)
 	}
-	rw := &idemlogRecycledWriter{idemlogWriter: iw}
+	rw := &idemlogRecycledWriter{idemlogWriter: iw, batches: new(atomic.Int64)}
 	if err := rw.warmUp(w); err != nil {
 		eng.Close()
 		return nil, err
@@ -172,12 +186,22 @@ func (rw *idemlogRecycledWriter) write(recs [][]byte) error {
 	if err := rw.idemlogWriter.write(recs); err != nil {
 		return err
 	}
-	if rw.batches++; rw.batches%recycledRetentionEvery == 0 {
+	if rw.batches.Add(1)%recycledRetentionEvery == 0 {
 		if _, err := rw.eng.ApplyRetention(); err != nil {
 			return fmt.Errorf("cannot apply retention: %w", err)
 		}
 	}
 	return nil
+}
+
+// lane is another producer, counting its batches toward the retention
+// schedule with the others.
+func (rw *idemlogRecycledWriter) lane(i int) (lane, error) {
+	l, err := rw.idemlogWriter.lane(i)
+	if err != nil {
+		return nil, err
+	}
+	return &idemlogRecycledWriter{idemlogWriter: l.(*idemlogWriter), batches: rw.batches}, nil
 }
 
 // syncFS syncs the filesystem holding dir.

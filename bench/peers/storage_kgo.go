@@ -54,16 +54,40 @@ type kgoWriter struct {
 	cl  *kgo.Client
 	ctx context.Context
 	err atomic.Pointer[error] // the first failed record's
+	// lanes: the other writers' clients (the group durability), closed
+	// with this one.
+	lanes []*kgoWriter
 }
 
 func newKgoWriter(b broker) (*kgoWriter, error) {
+	cl, err := newKgoProducer(b)
+	if err != nil {
+		b.close()
+		return nil, err
+	}
+	return &kgoWriter{b: b, cl: cl, ctx: context.Background()}, nil
+}
+
+func newKgoProducer(b broker) (*kgo.Client, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr()), kgo.DefaultProduceTopic(kafkaTopic),
 		kgo.ManualFlushing(), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	if err != nil {
-		b.close()
 		return nil, fmt.Errorf("cannot create producer: %w", err)
 	}
-	return &kgoWriter{b: b, cl: cl, ctx: context.Background()}, nil
+	return cl, nil
+}
+
+// lane is another client, so another idempotent producer with its own
+// connection, as concurrent producer processes would be: the broker sees
+// the writers' Produce requests at once, and syncs them as it does.
+func (k *kgoWriter) lane(int) (lane, error) {
+	cl, err := newKgoProducer(k.b)
+	if err != nil {
+		return nil, err
+	}
+	l := &kgoWriter{b: k.b, cl: cl, ctx: k.ctx}
+	k.lanes = append(k.lanes, l)
+	return l, nil
 }
 
 func (k *kgoWriter) write(recs [][]byte) error {
@@ -89,6 +113,9 @@ func (k *kgoWriter) promise(_ *kgo.Record, err error) {
 func (k *kgoWriter) finish() error { return nil }
 
 func (k *kgoWriter) close() error {
+	for _, l := range k.lanes {
+		l.cl.Close()
+	}
 	k.cl.Close()
 	return k.b.close()
 }

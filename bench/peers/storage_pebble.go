@@ -26,6 +26,11 @@ type pebbleWriter struct {
 	sem  chan struct{}
 	buf  []byte
 	done bool
+	// mu serializes the lanes' calls into the LogWriter, as pebble's
+	// commit pipeline does (its mutex around WriteRecord); the syncs are
+	// awaited outside it, so that the writer's flusher covers every
+	// record queued while its previous sync ran (group commit).
+	mu sync.Mutex
 }
 
 // datasyncFile gives the LogWriter fdatasync, as pebble's own file system
@@ -76,13 +81,30 @@ func openPebbleWAL(dir string, w workload, recycled bool) (storageWriter, error)
 	return pw, nil
 }
 
-func (pw *pebbleWriter) write(recs [][]byte) error {
-	pw.buf = pw.buf[:0]
+func (pw *pebbleWriter) write(recs [][]byte) error { return pebbleLane{pw, &pw.buf}.write(recs) }
+
+// lane is one of several writers sharing the LogWriter (the group
+// durability).
+func (pw *pebbleWriter) lane(int) (lane, error) {
+	buf := make([]byte, 0, cap(pw.buf))
+	return pebbleLane{pw, &buf}, nil
+}
+
+type pebbleLane struct {
+	pw  *pebbleWriter
+	buf *[]byte
+}
+
+func (l pebbleLane) write(recs [][]byte) error {
+	pw, buf := l.pw, (*l.buf)[:0]
 	for _, v := range recs {
-		pw.buf = append(pw.buf, v...)
+		buf = append(buf, v...)
 	}
+	*l.buf = buf
 	if !pw.sync {
-		_, err := pw.lw.WriteRecord(pw.buf)
+		pw.mu.Lock()
+		_, err := pw.lw.WriteRecord(buf)
+		pw.mu.Unlock()
 		return err
 	}
 	// The semaphore bounds the writer's sync queue, as pebble's commit
@@ -91,7 +113,10 @@ func (pw *pebbleWriter) write(recs [][]byte) error {
 	var wg sync.WaitGroup
 	var serr error
 	wg.Add(1)
-	if _, err := pw.lw.SyncRecord(pw.buf, &wg, &serr); err != nil {
+	pw.mu.Lock()
+	_, err := pw.lw.SyncRecord(buf, &wg, &serr)
+	pw.mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("cannot write record: %w", err)
 	}
 	wg.Wait()

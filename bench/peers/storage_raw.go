@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -30,6 +31,7 @@ type rawWriter struct {
 	off  int64
 	sync bool
 	buf  []byte
+	g    rawGroup
 }
 
 func openRaw(dir string, w workload) (storageWriter, error) {
@@ -84,6 +86,74 @@ func (r *rawWriter) write(recs [][]byte) error {
 		if err := unix.Fdatasync(int(r.f.Fd())); err != nil {
 			return fmt.Errorf("cannot fdatasync: %w", err)
 		}
+	}
+	return nil
+}
+
+// rawGroup is raw's group commit (the group durability), the textbook
+// leader/follower scheme that pebble's LogWriter and idemlog's partitions
+// also follow: a writer copies its batch's values behind the pending ones
+// and, if no write is in flight, becomes the leader: it takes everything
+// pending, writes it with one pwrite, syncs it, and wakes every writer
+// whose batch it covered; otherwise it waits, and the next leader covers
+// its batch. Each write and sync thus covers every batch queued while the
+// previous one ran.
+type rawGroup struct {
+	mu      sync.Mutex
+	cond    sync.Cond // on mu
+	pending []byte    // values queued, not yet written
+	spare   []byte    // the buffer the last leader wrote, for reuse
+	queued  int64     // batches ever queued
+	done    int64     // batches written (and synced)
+	leading bool
+	err     error
+}
+
+// lane is a handle on the group commit; lanes share the writer.
+func (r *rawWriter) lane(int) (lane, error) {
+	if r.g.cond.L == nil {
+		r.g.cond.L = &r.g.mu
+	}
+	return rawLane{r}, nil
+}
+
+type rawLane struct{ r *rawWriter }
+
+func (l rawLane) write(recs [][]byte) error {
+	r, g := l.r, &l.r.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, v := range recs {
+		g.pending = append(g.pending, v...)
+	}
+	g.queued++
+	mine := g.queued
+	for g.done < mine {
+		if g.err != nil {
+			return g.err
+		}
+		if g.leading {
+			g.cond.Wait()
+			continue
+		}
+		g.leading = true
+		buf, upto := g.pending, g.queued
+		g.pending = g.spare[:0]
+		g.mu.Unlock()
+		// Only the leader touches r.off and r.f's contents.
+		_, err := r.f.WriteAt(buf, r.off)
+		r.off += int64(len(buf))
+		if err == nil && r.sync {
+			err = unix.Fdatasync(int(r.f.Fd()))
+		}
+		g.mu.Lock()
+		g.spare, g.leading = buf, false
+		if err != nil {
+			g.err = fmt.Errorf("cannot write: %w", err)
+		} else {
+			g.done = upto
+		}
+		g.cond.Broadcast()
 	}
 	return nil
 }
