@@ -193,13 +193,24 @@ func TestAppendCallbackBeforeVisible(t *testing.T) {
 					t.Fatal(err)
 				}
 				var ch <-chan struct{}
+				var syncer sync.WaitGroup
 				res, wait, err := l.AppendBatch(v, func(base int64) {
 					if hw := l.HighWatermark(); hw > base {
 						t.Errorf("batch at %d visible (high watermark %d) before its callback ran", base, hw)
 					}
 					// A sync running now (the group-sync leader, the
 					// interval flusher) must not publish it either.
-					if _, err := l.syncOnce(); err != nil {
+					// Under SyncAlways a sync starts under the writer
+					// mutex (startStaging), so it runs alongside, given
+					// time to get as far as it can.
+					if pol.opts.Sync.Kind == SyncAlways {
+						syncer.Go(func() {
+							if _, err := l.syncOnce(); err != nil {
+								t.Error(err)
+							}
+						})
+						time.Sleep(10 * time.Millisecond)
+					} else if _, err := l.syncOnce(); err != nil {
 						t.Error(err)
 					}
 					if hw := l.HighWatermark(); hw > base {
@@ -207,6 +218,7 @@ func TestAppendCallbackBeforeVisible(t *testing.T) {
 					}
 					ch = l.Advanced()
 				})
+				syncer.Wait()
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -115,6 +115,11 @@ type Log struct {
 	leo      int64 // next offset to assign
 	unsynced int64 // bytes appended since the last sync started (SyncBytes)
 	closed   bool
+	// stagers counts group syncs in flight under SyncAlways (sync.go):
+	// while it is above zero, appends are staged in the active segment
+	// (segment.SetStaging) and published only when a sync's end writes
+	// them into the file.
+	stagers int
 	// unsealed are rolled segments the maintainer has not yet sealed; a
 	// group sync syncs them too. dirDirty: a segment file was created or
 	// renamed since the directory was last synced.
@@ -271,6 +276,14 @@ func (l *Log) writeLocked(v batch.Batch) (res AppendResult, err error) {
 		return res, err
 	}
 	seg := l.active
+	if seg.Staged() >= stageFlushBytes {
+		// Bound the stage: a sync slower than usual must not let it grow
+		// without end. Rare, so under mu.
+		if err := seg.FlushStage(); err != nil {
+			l.fail(err)
+			return res, fmt.Errorf("cannot append at offset %d: %w: %w", base, ErrFailed, err)
+		}
+	}
 	if _, err := seg.Append(v, base); err != nil {
 		return res, fmt.Errorf("cannot append at offset %d: %w", base, err)
 	}
@@ -308,7 +321,9 @@ func (l *Log) commitLocked(n int64) (wait, raised bool) {
 	seg := l.active
 	switch l.opts.Sync.Kind {
 	case SyncAlways:
-		if !l.durableOnly() {
+		// A staged batch is not in the file yet: the sync that ends its
+		// staging publishes it (endStaging).
+		if !l.durableOnly() && l.stagers == 0 {
 			raised = l.publish(seg)
 		}
 		return true, raised
@@ -431,6 +446,12 @@ func (l *Log) maybeRoll(v batch.Batch, base, last int64) error {
 // new segment is in place before anything changes, so a failure (a full
 // disk) leaves the log as it was.
 func (l *Log) roll(base int64) error {
+	// What is staged belongs to the old segment, which is about to leave
+	// the writer for the maintainer's seal.
+	if err := l.active.FlushStage(); err != nil {
+		l.fail(err)
+		return fmt.Errorf("cannot roll to offset %d: %w: %w", base, ErrFailed, err)
+	}
 	var next *segment.Segment
 	var err error
 	if sp := l.maint.spare.Swap(nil); sp != nil {
@@ -445,6 +466,8 @@ func (l *Log) roll(base int64) error {
 		return fmt.Errorf("cannot roll to offset %d: %w", base, err)
 	}
 	old := l.active
+	old.SetStaging(false)
+	next.SetStaging(l.stagers > 0)
 	// Everything in the old segment is written; readers may see all of it
 	// unless they must wait for durability, which the seal (or a group
 	// sync, which also syncs unsealed segments) provides.

@@ -79,7 +79,16 @@ func (l *Log) waitDurable(end int64) error {
 // sequentially consistent.
 func (l *Log) syncOnce() (int64, error) {
 	var segs [4]*segRef
-	end := l.written.Load()
+	var end int64
+	if l.opts.Sync.Kind == SyncAlways {
+		var err error
+		if end, err = l.startStaging(); err != nil {
+			return 0, err
+		}
+		defer l.endStaging()
+	} else {
+		end = l.written.Load()
+	}
 	l.unsealedMu.Lock()
 	pending := append(segs[:0], l.unsealed...)
 	l.unsealedMu.Unlock()
@@ -155,5 +164,71 @@ func (l *Log) runFlusher(interval time.Duration) {
 		case <-t.C:
 			_ = l.Flush()
 		}
+	}
+}
+
+// stageFlushBytes is how much a stage may hold before an append writes it
+// into the file itself (writeLocked).
+const stageFlushBytes = 1 << 20
+
+// startStaging opens a group sync's staging window under SyncAlways and
+// returns the end offset the sync may cover.
+//
+// Appenders that arrive while a sync is in flight cannot be acknowledged
+// before the next one. Instead of a pwrite each, under the writer mutex,
+// they copy their batches into the active segment's stage; endStaging
+// writes the stage into the file with one pwrite when the sync is done,
+// and publishes it, and the next sync makes it durable. With 16 producers
+// on a partition the pwrites were the writers' largest cost (11 us of CPU
+// per 11 KB batch against 4 us alone, most of the partition mutex's hold
+// time).
+//
+// The invariant a sync's end rests on: every byte below end is in a file
+// when its fdatasync starts. end is read under mu, after any stage left by
+// a sync still in flight (syncs overlap only when tests call syncOnce
+// directly) is written, so no staged byte lies below it; bytes staged
+// afterwards lie above it.
+func (l *Log) startStaging() (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.failed.Load() {
+		return 0, fmt.Errorf("cannot sync partition %s: %w: %w", l.dir, ErrFailed, *l.failErr.Load())
+	}
+	if !l.closed {
+		if err := l.active.FlushStage(); err != nil {
+			l.fail(err)
+			return 0, fmt.Errorf("cannot sync partition %s: %w: %w", l.dir, ErrFailed, err)
+		}
+		l.stagers++
+		l.active.SetStaging(true)
+	}
+	return l.written.Load(), nil
+}
+
+// endStaging closes the window startStaging opened: it writes what was
+// staged meanwhile into the file and publishes it (the high watermark
+// rises past it, unless readers must wait for durability). After Close or
+// Kill it leaves the stage alone: Close's seal writes it, a kill drops
+// it, as a crash would (none of it was acknowledged: an acknowledgement
+// needs the sync after this write).
+func (l *Log) endStaging() {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.stagers--
+	raised := false
+	if err := l.active.FlushStage(); err != nil {
+		// The batches staged are lost: nothing may be acknowledged past
+		// them, so the log fails and the next sync reports it.
+		l.fail(err)
+	} else if !l.durableOnly() {
+		raised = l.publish(l.active)
+	}
+	l.active.SetStaging(l.stagers > 0)
+	l.mu.Unlock()
+	if raised {
+		l.wake()
 	}
 }

@@ -100,6 +100,10 @@ const (
 	DefaultIndexIntervalBytes = 4096
 	DefaultReserveAhead       = 8 << 20
 
+	// stageCap is the capacity a segment's stage starts with (SetStaging);
+	// the owner flushes it about when it fills.
+	stageCap = 1 << 20
+
 	// mixedThreshold splits WriteMixed: below it a syscall costs more than
 	// the copy.
 	mixedThreshold = 8 << 10
@@ -163,6 +167,12 @@ type Segment struct {
 	indexSuspect    bool                   // an index was missing or corrupt at open: Recover rebuilds it
 	recycled        int64                  // bytes of an older segment the file held (recycle.go); set before the first append
 	hdr             [batch.HeaderSize]byte // pwrite scratch
+	// Staging (SetStaging): appends are copied into stage, whose first
+	// byte belongs at file position stagePos, and reach the file with one
+	// pwrite when the owner calls FlushStage. Empty whenever staging is off.
+	stage    []byte
+	stagePos int64
+	staging  bool
 
 	// reserved is the file size backed by allocated blocks. The writer
 	// reads it without the lock on the fast path; resMu serializes the
@@ -181,7 +191,8 @@ type Segment struct {
 	// that loads n and then reads data[:n] sees those bytes complete.
 	published atomic.Int64
 	// written mirrors size for other goroutines (a syncer): stored after
-	// the bytes below it are written.
+	// the bytes below it are written into the file (so it lags size by
+	// what is staged).
 	written atomic.Int64
 }
 
@@ -294,7 +305,17 @@ func (s *Segment) Append(b batch.Batch, baseOffset int64) (pos int64, err error)
 		return 0, err
 	}
 	pos = s.size
-	if !s.ThroughMapping(int64(n)) {
+	if s.staging {
+		if len(s.stage) == 0 {
+			s.stagePos = pos
+			if s.stage == nil {
+				s.stage = make([]byte, 0, stageCap)
+			}
+		}
+		at := len(s.stage)
+		s.stage = append(s.stage, b...)
+		batch.Batch(s.stage[at:]).SetBaseOffset(baseOffset)
+	} else if !s.ThroughMapping(int64(n)) {
 		// The stamped header goes from a scratch copy, the rest straight
 		// from the caller: one pwritev, no extra copy of the payload.
 		copy(s.hdr[:], b[:batch.HeaderSize])
@@ -310,8 +331,47 @@ func (s *Segment) Append(b batch.Batch, baseOffset int64) (pos int64, err error)
 		return 0, err
 	}
 	s.size = end
-	s.written.Store(end)
+	if !s.staging {
+		s.written.Store(end)
+	}
 	return pos, nil
+}
+
+// SetStaging turns staging on or off (writer only). While it is on,
+// Append copies each batch into a buffer of the segment's instead of the
+// file, and the bytes reach the file only at FlushStage, all with one
+// pwrite: appenders that arrive while a group sync is in flight, and so
+// cannot be acknowledged before the next one, then cost a memcpy each
+// instead of a syscall, and the next sync's leader writes them together.
+// Staged bytes are not Written, so the owner must not publish them, nor
+// count them durable, before FlushStage. The stage must be empty to turn
+// staging off.
+func (s *Segment) SetStaging(on bool) {
+	if !on && len(s.stage) > 0 {
+		panic("BUG: staging turned off with staged bytes")
+	}
+	s.staging = on
+}
+
+// Staged returns the bytes staged and not yet in the file (writer only).
+func (s *Segment) Staged() int { return len(s.stage) }
+
+// FlushStage writes everything staged into the file with one pwrite
+// (writer only). On error the staged bytes are lost (the stage is
+// emptied, so that the segment stays consistent with what is written):
+// the owner must fail the log, since their appends were accepted.
+func (s *Segment) FlushStage() error {
+	if len(s.stage) == 0 {
+		return nil
+	}
+	end := s.stagePos + int64(len(s.stage))
+	err := pwritev(s.fd, s.stage, nil, s.stagePos)
+	s.stage = s.stage[:0]
+	if err != nil {
+		return fmt.Errorf("cannot write %d staged bytes at %d: %w", end-s.stagePos, s.stagePos, ioErr(err))
+	}
+	s.written.Store(end)
+	return nil
 }
 
 // index records b, written at pos, in the indexes, with Kafka's sparse rule:
@@ -604,6 +664,10 @@ func (s *Segment) Seal() error {
 	if s.sealed {
 		return nil
 	}
+	if err := s.FlushStage(); err != nil {
+		return err
+	}
+	s.staging, s.stage = false, nil
 	if s.maxTimestamp >= 0 {
 		if err := s.times.AppendFinal(s.maxTimestamp, s.maxTimestampOff); err != nil {
 			return fmt.Errorf("cannot finish time index: %w", err)
