@@ -147,6 +147,13 @@ func (l *Log) prefaultAhead() int64 {
 // everything below end is durable.
 func (l *Log) sealRolled(seg *segRef, end int64, snapshot []byte) {
 	err := seg.Seal()
+	if err == nil {
+		// Sealed is synced: under DurableVisibility the segment's tail may
+		// be published now, and must be, since it leaves the unsealed list
+		// that a group sync publishes (otherwise a reader below the high
+		// watermark would skip the tail for the next segment).
+		seg.Publish(seg.Size())
+	}
 	if err == nil && snapshot != nil {
 		err = writeSnapshot(l.dir, end, snapshot)
 	}

@@ -67,8 +67,11 @@ func (l *Log) waitDurable(end int64) error {
 // and the directory if a segment file appeared since its last sync, and
 // returns the end offset covered.
 //
-// It takes no lock the writer holds, so appenders keep copying while the
-// leader syncs. The snapshot is read in this order: the written end E, then
+// The fdatasyncs run without the writer's lock, so appenders keep copying
+// while the leader syncs; under SyncAlways it takes that lock briefly at
+// its start and end (startStaging, endStaging), so it must never be called
+// under it (nor WaitDurable, Flush: not from an AppendBatch callback, a
+// Locked function or a Snapshot). The snapshot is read in this order: the written end E, then
 // the unsealed list, then the active segment. The writer stores E after the
 // bytes below it are in a segment, and a roll puts the old segment on the
 // unsealed list and then stores the new active pointer before any byte goes
@@ -85,6 +88,7 @@ func (l *Log) syncOnce() (int64, error) {
 		if end, err = l.startStaging(); err != nil {
 			return 0, err
 		}
+		// Only after a successful start: endStaging undoes its stagers++.
 		defer l.endStaging()
 	} else {
 		end = l.written.Load()
@@ -194,14 +198,19 @@ func (l *Log) startStaging() (int64, error) {
 	if l.failed.Load() {
 		return 0, fmt.Errorf("cannot sync partition %s: %w: %w", l.dir, ErrFailed, *l.failErr.Load())
 	}
-	if !l.closed {
-		if err := l.active.FlushStage(); err != nil {
-			l.fail(err)
-			return 0, fmt.Errorf("cannot sync partition %s: %w: %w", l.dir, ErrFailed, err)
-		}
-		l.stagers++
-		l.active.SetStaging(true)
+	if l.closed {
+		// Bytes may be staged (a sync in flight when Close or Kill came
+		// left them): written counts them, so no end may be derived from
+		// it. Close syncs everything itself; after a kill nothing is
+		// acknowledged.
+		return 0, ErrClosed
 	}
+	if err := l.active.FlushStage(); err != nil {
+		l.fail(err)
+		return 0, fmt.Errorf("cannot sync partition %s: %w: %w", l.dir, ErrFailed, err)
+	}
+	l.stagers++
+	l.active.SetStaging(true)
 	return l.written.Load(), nil
 }
 

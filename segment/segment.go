@@ -100,9 +100,13 @@ const (
 	DefaultIndexIntervalBytes = 4096
 	DefaultReserveAhead       = 8 << 20
 
-	// stageCap is the capacity a segment's stage starts with (SetStaging);
-	// the owner flushes it about when it fills.
-	stageCap = 1 << 20
+	// stageCap is the capacity a segment's stage starts with (SetStaging):
+	// about what 16 producers' 11 KB batches stage during one sync. It
+	// grows by append when more is staged; stageKeep is the most it keeps
+	// once staging ends, so that an engine with many partitions holds
+	// little for their stages.
+	stageCap  = 128 << 10
+	stageKeep = 256 << 10
 
 	// mixedThreshold splits WriteMixed: below it a syscall costs more than
 	// the copy.
@@ -328,6 +332,9 @@ func (s *Segment) Append(b batch.Batch, baseOffset int64) (pos int64, err error)
 		batch.Batch(s.data[pos:end]).SetBaseOffset(baseOffset)
 	}
 	if err := s.index(b, baseOffset, pos); err != nil {
+		if s.staging {
+			s.stage = s.stage[:len(s.stage)-int(n)] // nothing written
+		}
 		return 0, err
 	}
 	s.size = end
@@ -349,6 +356,11 @@ func (s *Segment) Append(b batch.Batch, baseOffset int64) (pos int64, err error)
 func (s *Segment) SetStaging(on bool) {
 	if !on && len(s.stage) > 0 {
 		panic("BUG: staging turned off with staged bytes")
+	}
+	if !on && cap(s.stage) > stageKeep {
+		// A sync slow enough to stage this much is rare: let the buffer
+		// go rather than hold it for every partition that saw one.
+		s.stage = nil
 	}
 	s.staging = on
 }
