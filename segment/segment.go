@@ -102,11 +102,12 @@ const (
 
 	// stageCap is the capacity a segment's stage starts with (SetStaging):
 	// about what 16 producers' 11 KB batches stage during one sync. It
-	// grows by append when more is staged; stageKeep is the most it keeps
-	// once staging ends, so that an engine with many partitions holds
-	// little for their stages.
+	// grows by append when more is staged (the partition writes it out at
+	// 1 MiB); stageKeep is the most it keeps once staging ends: above the
+	// partition's bound plus a batch, so that a steady load reallocates
+	// nothing, while a partition that never staged much holds little.
 	stageCap  = 128 << 10
-	stageKeep = 256 << 10
+	stageKeep = 4 << 20
 
 	// mixedThreshold splits WriteMixed: below it a syscall costs more than
 	// the copy.
@@ -358,8 +359,9 @@ func (s *Segment) SetStaging(on bool) {
 		panic("BUG: staging turned off with staged bytes")
 	}
 	if !on && cap(s.stage) > stageKeep {
-		// A sync slow enough to stage this much is rare: let the buffer
-		// go rather than hold it for every partition that saw one.
+		// Only a batch far larger than usual (or a bound the owner does
+		// not keep) stages this much: let the buffer go rather than hold
+		// it for every partition that saw one.
 		s.stage = nil
 	}
 	s.staging = on
