@@ -167,30 +167,38 @@ func TestStagedRoll(t *testing.T) {
 	check(l)
 }
 
+// stagedAfterOne opens a log in dir, appends one batch (durable), opens a
+// staging window as a sync's leader would, and appends a second batch,
+// which is staged; it returns the log, the second batch and its result.
+func stagedAfterOne(t *testing.T, dir string, opts Options) (*Log, []byte, AppendResult) {
+	t.Helper()
+	l, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(makeBatch(t, 0, 1, 100, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.startStaging(); err != nil {
+		t.Fatal(err)
+	}
+	raw := makeBatch(t, 1, 1, 100, 1)
+	return l, raw, appendNoWait(t, l, raw)
+}
+
 // TestStagedKillAndClose: a crash drops what is staged (none of it was
 // acknowledged); Close writes it.
 func TestStagedKillAndClose(t *testing.T) {
 	for _, kill := range []bool{true, false} {
-		dir := t.TempDir()
-		opts := Options{Sync: SyncPolicy{Kind: SyncAlways}}
-		l, err := Open(dir, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := l.Append(makeBatch(t, 0, 1, 100, 1)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := l.startStaging(); err != nil {
-			t.Fatal(err)
-		}
-		appendNoWait(t, l, makeBatch(t, 1, 1, 100, 1))
+		dir, opts := t.TempDir(), Options{Sync: SyncPolicy{Kind: SyncAlways}}
+		l, _, _ := stagedAfterOne(t, dir, opts)
 		if kill {
 			l.Kill()
 		} else if err := l.Close(); err != nil {
 			t.Fatal(err)
 		}
 		l.endStaging() // after either: must leave the files alone
-		l, err = Open(dir, opts)
+		l, err := Open(dir, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -296,20 +304,7 @@ func TestStagedGroupCommit(t *testing.T) {
 // acknowledge them, and reopening lost them).
 func TestStagedNoAckAfterKill(t *testing.T) {
 	for _, closing := range []bool{false, true} {
-		dir := t.TempDir()
-		opts := Options{Sync: SyncPolicy{Kind: SyncAlways}}
-		l, err := Open(dir, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := l.Append(makeBatch(t, 0, 1, 100, 1)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := l.startStaging(); err != nil {
-			t.Fatal(err)
-		}
-		raw := makeBatch(t, 1, 1, 100, 1)
-		res := appendNoWait(t, l, raw)
+		l, raw, res := stagedAfterOne(t, t.TempDir(), Options{Sync: SyncPolicy{Kind: SyncAlways}})
 		if closing {
 			// What Close does first, before it waits for the maintainer
 			// and seals (which writes the stage).
