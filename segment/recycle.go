@@ -21,33 +21,73 @@ import (
 // The price is a file whose bytes past the writer's end are not zeros but
 // the old segment's batches (the stale tail). Nothing reads them while the
 // segment is open (readers see only published bytes), and Seal trims them.
-// Before the file takes new data each old batch's CRC is inverted
-// (OpenSpare: one dirtied page per old batch, so only files of large
-// batches are reused), so none of them can pass a CRC check again,
-// alone or behind a torn new header. Recovery also tells them from data by
-// offsets: every stale batch has offsets below the new segment's base
-// (retention only ever deletes from the start of the log, and a log's
-// offsets never go back below its start), so the scan, which requires each
-// batch to start at or above the offset after the previous one, stops at
-// the first of them. What the scan does not prove, the
-// open proves with the next segment's base: a rolled segment whose batches
-// run exactly up to the next base is complete, whatever lies after them
-// (partition.Open). LoadTail, which trusts sizes and not CRCs, refuses a
-// batch below the offset before it for the same reason.
+// Recovery tells them from data by offsets: every stale batch has offsets
+// below the new segment's base (retention only ever deletes from the start
+// of the log, and a log's offsets never go back below its start), so the
+// scan, which requires each batch to start at or above the offset after
+// the previous one, stops at the first of them. What the scan does not
+// prove, the open proves with the next segment's base: a rolled segment
+// whose batches run exactly up to the next base is complete, whatever lies
+// after them (partition.Open). LoadTail, which trusts sizes and not CRCs,
+// refuses a batch below the offset before it for the same reason.
 //
-// Caveat: the scan after a crash trusts CRCs, so a batch forged inside an
-// old record's value, with the right offset and a valid CRC, that happens
-// to start exactly where a crash cut the new data would be taken as data.
-// pebble's recyclable record format rules this out by stamping each chunk
-// with the file's number; Kafka's batch format has no room for that. Set
-// partition.Options.NoRecycle where producers are not trusted that far.
+// Offsets alone fail in one case: an append torn inside the first 21
+// bytes of its header (base offset, length, leader epoch, magic, CRC: the
+// bytes the CRC does not cover), over an old batch of the same length at
+// the same position. The new base offset and length would then stand in
+// front of the old batch's CRC and body, which match: old records at a
+// new offset. A device writes an aligned sector (512 bytes, or a multiple)
+// whole or not at all, so such a tear needs a sector boundary inside the
+// header. Before the file takes new data, OpenSpare therefore complements
+// the CRC of each old batch whose header straddles a sector boundary
+// (about 1 in 25 at arbitrary positions); any mix there fails its CRC. An
+// old header inside one sector is, after a crash, either wholly old (its
+// offsets stop the scan) or wholly new (the new CRC over the rest, which
+// must then be new to match).
+//
+//	sector boundaries:   |512            |1024           |1536
+//	old batches:     ...=====][hdr21]=========][h]|[dr21]=====...
+//	                        inside one sector:    straddles: CRC complemented
+//	                        whole or old after    (a torn new header in front
+//	                        a crash               of it fails its CRC)
+//
+// Caveats: this rests on sector atomicity, as every write-ahead log that
+// overwrites in place does. And the scan after a crash trusts CRCs, so a
+// batch forged inside an old record's value, with the right offset and a
+// valid CRC, that happens to start exactly where a crash cut the new data
+// would be taken as data. pebble's recyclable record format rules this out
+// by stamping each chunk with the file's number; Kafka's batch format has
+// no room for that. Set partition.Options.NoRecycle where producers are
+// not trusted that far, or where the storage does not write sectors
+// atomically.
 
 // maxInvalidatedShare bounds the pages of a file that recycling may dirty
-// to invalidate the old batches' CRCs, as a fraction of the file (1 /
-// maxInvalidatedShare): one page per old batch, so files of batches
-// smaller than about 16 pages (64 KiB) are deleted rather than recycled.
-// Those come from small syncs, which zero fills serve instead.
+// to invalidate old batches' CRCs, as a fraction of the file (1 /
+// maxInvalidatedShare): one page per old batch whose header straddles a
+// sector boundary, about 1 in 25 batches, so files of batches smaller
+// than about 2.5 KiB are deleted rather than recycled. Those come from
+// small syncs, which zero fills serve instead.
 const maxInvalidatedShare = 16
+
+// sectorSize is the unit of write atomicity assumed of the device: after
+// a power loss an aligned 512-byte sector holds its old bytes or its new
+// ones, never a mix. Devices with larger sectors (4 KiB) only have fewer
+// boundaries.
+const sectorSize = 512
+
+// headerLen is the part of a v2 batch header read to walk and invalidate
+// old batches: base offset, length, leader epoch, magic, CRC.
+const headerLen = offCRC + 4
+
+// headerStraddles reports whether a batch header at pos crosses a sector
+// boundary, so that a crash could leave part of it new and part old.
+func headerStraddles(pos int64) bool {
+	return pos/sectorSize != (pos+headerLen-1)/sectorSize
+}
+
+// walkWindow is how much of the old file oldCRCs reads at a time while
+// batches are small: many headers per read.
+const walkWindow = 64 << 10
 
 // offCRC is where a v2 batch header keeps its CRC: after base offset (8),
 // length (4), partition leader epoch (4) and magic (1).
@@ -104,48 +144,61 @@ func removeMissingOK(path string) error {
 	return nil
 }
 
-// oldCRCs reads the headers of the file's batches (pread: nothing mapped)
-// and returns the positions and values of their CRC fields, or
-// ErrNotRecycled if invalidating them would dirty more than a
-// maxInvalidatedShare of the file's pages.
+// oldCRCs walks the headers of the file's batches (pread: nothing mapped)
+// and returns the positions and values of the CRC fields to invalidate,
+// those of headers that straddle a sector boundary, or ErrNotRecycled if
+// that would dirty more than a maxInvalidatedShare of the file's pages.
 func oldCRCs(f *os.File, size int64) (at []int64, crcs []uint32, err error) {
 	page := int64(mmap.PageSize())
 	limit := (size + page - 1) / page / maxInvalidatedShare
 	lastPage, pages := int64(-1), int64(0)
-	var hdr [offCRC + 4]byte
+	buf := make([]byte, walkWindow)
+	var from, to int64 // buf holds the file's bytes [from, to)
+	var last int64     // the previous batch's length
 	for pos := int64(0); pos < size; {
-		if _, err := f.ReadAt(hdr[:], pos); err != nil {
-			return nil, nil, fmt.Errorf("cannot read batch header at %d: %w", pos, ioErr(err))
+		if pos+headerLen > size {
+			return nil, nil, fmt.Errorf("cannot walk recycled segment: %d bytes at %d, short of a batch header: %w", size-pos, pos, ErrNotRecycled)
 		}
+		if pos+headerLen > to {
+			// A window of headers while batches are small; past a large
+			// batch, a page (the kernel reads one anyway).
+			n := min(int64(len(buf)), size-pos)
+			if last > walkWindow/4 {
+				n = min(4096, n)
+			}
+			if _, err := f.ReadAt(buf[:n], pos); err != nil {
+				return nil, nil, fmt.Errorf("cannot read batch header at %d: %w", pos, ioErr(err))
+			}
+			from, to = pos, pos+n
+		}
+		hdr := buf[pos-from : pos-from+headerLen]
 		n := int64(binary.BigEndian.Uint32(hdr[8:12])) + 12
-		if n < int64(len(hdr)) || pos+n > size {
+		if n < headerLen || pos+n > size {
 			return nil, nil, fmt.Errorf("cannot walk recycled segment: batch at %d of length %d past %d: %w", pos, n, size, ErrNotRecycled)
 		}
-		at = append(at, pos+offCRC)
-		crcs = append(crcs, binary.BigEndian.Uint32(hdr[offCRC:]))
-		if p := (pos + offCRC) / page; p != lastPage {
-			lastPage = p
-			if pages++; pages > limit {
-				return nil, nil, ErrNotRecycled
+		if headerStraddles(pos) {
+			at = append(at, pos+offCRC)
+			crcs = append(crcs, binary.BigEndian.Uint32(hdr[offCRC:]))
+			if p := (pos + offCRC) / page; p != lastPage {
+				lastPage = p
+				if pages++; pages > limit {
+					return nil, nil, ErrNotRecycled
+				}
 			}
 		}
-		pos += n
+		pos, last = pos+n, n
 	}
 	return at, crcs, nil
 }
 
 // OpenSpare makes a spare of a file that Recycle left. First it overwrites
-// each old batch's CRC with its complement and syncs the file, so that no
-// old batch can pass recovery's checks again, whole or in part. Without
-// that, an append torn within its first 21 bytes (the ones the CRC does
-// not cover: a page boundary there, and only the first page on disk)
-// would leave the new base offset and length in front of the rest of an
-// old batch of the same length at the same position, whose CRC matches
-// its body: old records at a new offset. With a CRC that cannot match,
-// such a mix fails, and a mix that ends past the CRC field carries the new
-// CRC over an old body. That costs a dirtied page per old batch: a file
-// whose batches would dirty more than a maxInvalidatedShare of its pages
-// is refused with ErrNotRecycled (the caller deletes it).
+// with its complement the CRC of each old batch whose header straddles a
+// sector boundary, and syncs the file, so that no append torn inside its
+// header can put new offsets in front of an old batch that passes its CRC
+// check (the package comment above has the argument). That costs a
+// dirtied page per such batch: a file whose batches would dirty more than
+// a maxInvalidatedShare of its pages is refused with ErrNotRecycled (the
+// caller deletes it).
 //
 // The file's blocks back its whole length, so nothing is reserved and
 // nothing prefaulted (Prepare reads the old pages in ahead of the writer,

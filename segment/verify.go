@@ -40,9 +40,9 @@ type Report struct {
 	// StaleTail is the length of a tail that holds an older segment's
 	// batches: a recycled file (Recycle) of a segment that was not sealed,
 	// which Open cuts. It is recognised by an old batch as OpenSpare left
-	// it (offsets below the segment's base, CRC complemented) within one
-	// maximum batch size of where the segment's own batches end (the bytes
-	// before it being the torn rest of another).
+	// it (offsets below the segment's base, its CRC matching or
+	// complemented) within two maximum batch sizes of where the segment's
+	// own batches end (the bytes before it being the torn rest of another).
 	StaleTail      int64
 	IndexEntries   int // -1: no .index file
 	TimeEntries    int // -1: no .timeindex file
@@ -83,14 +83,14 @@ func VerifyFile(path string, maxBatchSize int) (Report, error) {
 		if err == nil {
 			_, err = batch.Validate(rest[:n], maxBatchSize)
 		}
+		next := r.NextOffset
+		if r.FirstOffset < 0 {
+			next = base
+		}
 		if err != nil {
 			if allZero(rest) {
 				r.ZeroTail = int64(len(rest))
 				break
-			}
-			next := r.NextOffset
-			if r.FirstOffset < 0 {
-				next = base
 			}
 			if named && staleAhead(rest, base, next, maxBatchSize) {
 				r.StaleTail = int64(len(rest))
@@ -99,6 +99,12 @@ func VerifyFile(path string, maxBatchSize int) (Report, error) {
 			return r, fmt.Errorf("%s: batch at position %d: %w", path, pos, err)
 		}
 		b := batch.Batch(rest[:n])
+		if named && b.BaseOffset() < base && staleAhead(rest, base, next, maxBatchSize) {
+			// An old batch whose CRC OpenSpare left alone, right where
+			// the segment's own end.
+			r.StaleTail = int64(len(rest))
+			break
+		}
 		if r.FirstOffset < 0 {
 			r.FirstOffset = b.BaseOffset()
 			if !named {
@@ -244,9 +250,10 @@ func mapFile(path string) ([]byte, func(), error) {
 
 // staleAhead reports whether rest, where the segment's own batches stop
 // being valid (the next one would start at offset next), is a recycled
-// file's stale tail: an old batch as OpenSpare leaves every one (framed,
-// magic 2, offsets below base, the complement of its CRC in its CRC
-// field) starts within two maximum batch sizes (a torn new batch, then
+// file's stale tail: an old batch as OpenSpare leaves it (framed, magic
+// 2, offsets below base, its CRC field holding its CRC or, where its
+// header straddles a sector boundary, the complement) starts within two
+// maximum batch sizes (a torn new batch, then
 // the rest of an old one), and no valid batch of the segment's own (offsets
 // at or above next) starts before it: a corrupt batch followed by good
 // ones is corruption, not a tail, whatever lies further on. The CRCs it
@@ -269,7 +276,7 @@ func staleAhead(rest []byte, base, next int64, maxBatchSize int) bool {
 		switch {
 		case own && v.CRC() == crc:
 			return false
-		case !own && v.CRC() == ^crc:
+		case !own && (v.CRC() == crc || v.CRC() == ^crc):
 			return true
 		}
 	}

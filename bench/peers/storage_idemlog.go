@@ -98,7 +98,7 @@ func (iw *idemlogWriter) close() error  { return iw.eng.Close() }
 // MiB retained, retention applied every 32 batches, as a server's periodic
 // check would): with fsync always, each roll then takes the file of a
 // deleted segment (segment.Recycle), written blocks, so syncs flush data
-// only; files of batches under about 64 KiB are not recycled (zero fills
+// only; files of batches under about 2.5 KiB are not recycled (zero fills
 // serve small syncs). Off the clock, before the run, it writes batches of
 // the workload's shape until its active segment is such a file: the
 // counterpart of pebble-recycled.
@@ -146,11 +146,11 @@ func openIdemlogRecycled(dir string, w workload) (storageWriter, error) {
 
 // warmUp writes batches of the workload's shape until the active segment
 // is a recycled file, then syncs the filesystem. Nothing recycles without sync
-// (recycling follows zero fills), nor files of batches under 64 KiB
-// (segment.Recycle: they get zero fills instead): there it does not warm
-// up, and the peer is idemlog with small segments and retention.
+// (recycling follows zero fills), nor files of batches under about 2.5
+// KiB (segment.Recycle: they get zero fills instead): below 4 KiB it does
+// not warm up, and the peer is idemlog with small segments and retention.
 func (rw *idemlogRecycledWriter) warmUp(w workload) error {
-	if !rw.part.Log().MustWait() || w.PerBatch*w.Size < 64<<10 {
+	if !rw.part.Log().MustWait() || w.PerBatch*w.Size < 4<<10 {
 		return nil
 	}
 	recs := make([][]byte, w.PerBatch)
