@@ -277,8 +277,9 @@ func (l *Log) writeLocked(v batch.Batch) (res AppendResult, err error) {
 	}
 	seg := l.active
 	if seg.Staged() >= stageFlushBytes {
-		// Bound the stage: a sync slower than usual must not let it grow
-		// without end. Rare, so under mu.
+		// Write the stage while the sync runs, so that little is left
+		// for its end (stageFlushBytes); and a slow sync cannot let it
+		// grow without end.
 		if err := seg.FlushStage(); err != nil {
 			l.fail(err)
 			return res, fmt.Errorf("cannot append at offset %d: %w: %w", base, ErrFailed, err)

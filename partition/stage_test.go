@@ -225,7 +225,7 @@ func TestStagedFlushBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw := makeBatch(t, 0, 10, 10_000, 1)
-	for range 2 * stageFlushBytes / len(raw) {
+	for range 3*stageFlushBytes/len(raw) + 2 {
 		appendNoWait(t, l, raw)
 		if got := l.active.Staged(); got > stageFlushBytes+len(raw) {
 			t.Fatalf("%d bytes staged, bound %d", got, stageFlushBytes+len(raw))
