@@ -48,8 +48,9 @@
 // # Recycling
 //
 // A retired segment's .log may become a later segment's file (Recycle,
-// OpenSpare): written blocks, so syncs over them commit nothing to the
-// journal. Its old batches, their CRCs inverted first, lie past the new
-// data until Seal trims them; recycle.go has the argument for recovery
-// and its one caveat.
+// OpenSpare): written blocks, so syncs over them write no metadata (no
+// extent conversion). Its old batches lie past the new data until Seal
+// trims them; those whose header straddles a sector boundary get their
+// CRC complemented first. recycle.go has the argument for recovery, and
+// its caveats.
 package segment
