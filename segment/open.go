@@ -78,7 +78,7 @@ func (s *Segment) openIndexes(writable bool) error {
 		}
 	}
 	if writable {
-		s.offsets, err = index.OpenOffset(s.path(".index"), s.base, s.opts.IndexMaxBytes)
+		s.offsets, err = index.OpenOffset(s.path(".index"), s.base, s.indexBytes(index.OffsetEntrySize))
 	} else {
 		s.offsets, err = index.OpenOffsetReadOnly(s.path(".index"), s.base)
 	}
@@ -88,12 +88,12 @@ func (s *Segment) openIndexes(writable bool) error {
 		}
 		s.indexSuspect = true
 		_ = os.Remove(s.path(".index"))
-		if s.offsets, err = index.OpenOffset(s.path(".index"), s.base, s.opts.IndexMaxBytes); err != nil {
+		if s.offsets, err = index.OpenOffset(s.path(".index"), s.base, s.indexBytes(index.OffsetEntrySize)); err != nil {
 			return fmt.Errorf("cannot open offset index: %w", ioErr(err))
 		}
 	}
 	if writable {
-		s.times, err = index.OpenTime(s.path(".timeindex"), s.base, s.opts.IndexMaxBytes)
+		s.times, err = index.OpenTime(s.path(".timeindex"), s.base, s.indexBytes(index.TimeEntrySize))
 	} else {
 		s.times, err = index.OpenTimeReadOnly(s.path(".timeindex"), s.base)
 	}
@@ -103,11 +103,26 @@ func (s *Segment) openIndexes(writable bool) error {
 		}
 		s.indexSuspect = true
 		_ = os.Remove(s.path(".timeindex"))
-		if s.times, err = index.OpenTime(s.path(".timeindex"), s.base, s.opts.IndexMaxBytes); err != nil {
+		if s.times, err = index.OpenTime(s.path(".timeindex"), s.base, s.indexBytes(index.TimeEntrySize)); err != nil {
 			return fmt.Errorf("cannot open time index: %w", ioErr(err))
 		}
 	}
 	return nil
+}
+
+// indexBytes is the size an index of entrySize-byte entries is created
+// (and preallocated) at: IndexMaxBytes (segment.index.bytes, 10 MiB by
+// default), or less when the segment cannot hold that many entries. An
+// entry is written only once more than IndexIntervalBytes were appended
+// since the previous one (Segment.index), so a segment of MaxBytes gets
+// fewer than MaxBytes/IndexIntervalBytes of them, plus the time index's
+// final entry at the seal. A 64 MiB segment needs 128 and 192 KiB, not
+// 2 x 10 MiB: every roll fallocated those and every seal trimmed them, and
+// with retention every deletion freed them, each free a discard on a
+// filesystem mounted with discard, on the device that syncs the log.
+func (s *Segment) indexBytes(entrySize int) int {
+	entries := s.opts.MaxBytes/s.opts.IndexIntervalBytes + 2
+	return int(min(int64(s.opts.IndexMaxBytes), entries*int64(entrySize)))
 }
 
 // rebuildable reports whether an index open failed because of the file's
