@@ -56,6 +56,9 @@ func checkSane(t *testing.T, res *Result) {
 		(bl.EvictedBytes < res.Bytes && res.Workload.RetentionBytes == 0) { // retention deleted some
 		t.Errorf("bad baseline: %+v, ratio %v", bl, res.RatioToBaseline)
 	}
+	if u := res.Baseline.WriteFdatasyncUnwrittenBytesPerSec; (u > 0) != (res.Baseline.ComparedWith == "write_fdatasync") {
+		t.Errorf("write+fdatasync over unwritten blocks %v, compared with %s: want it measured under always only", u, res.Baseline.ComparedWith)
+	}
 	var sum int64
 	for _, po := range res.PartitionOffsets {
 		sum += po.EndOffset - po.StartOffset

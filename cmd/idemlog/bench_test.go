@@ -130,6 +130,11 @@ func TestBenchJSON(t *testing.T) {
 			if bl["compared_with"] != want {
 				t.Errorf("%s/%s: compared with %v", mode, fsync, bl["compared_with"])
 			}
+			if _, ok := bl["write_fdatasync_unwritten_bytes_per_sec"]; ok != (fsync == "always") {
+				t.Errorf("%s/%s: write_fdatasync_unwritten_bytes_per_sec present %v, want only under always", mode, fsync, ok)
+			} else if ok && num(t, bl, "write_fdatasync_unwritten_bytes_per_sec") <= 0 {
+				t.Errorf("%s/%s: baseline %v", mode, fsync, bl)
+			}
 			if src := bl["sync_group_source"]; fsync == "never" && src != "producers" || fsync == "always" && src != "observed" {
 				t.Errorf("%s/%s: sync group source %v", mode, fsync, src)
 			}
