@@ -463,3 +463,60 @@ func runModel(t *testing.T, seed uint64) {
 	check()
 	l.Close()
 }
+
+// TestRetentionCrashBeforeDelete: retention checkpoints the new log start
+// and leaves the files to the maintainer; a crash before it deletes them
+// leaves segments wholly below the log start, which Open deletes.
+func TestRetentionCrashBeforeDelete(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	opts := smallSegments(1024)
+	opts.Now = func() time.Time { return now }
+	opts.RetentionAge = time.Hour
+	dir := t.TempDir()
+	l, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		if _, err := l.Append(makeBatch(t, i, 1, 200, now.UnixMilli()+int64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.waitIdle()
+	l.maint.drop.Store(true) // the maintainer does nothing from here: a crash
+	now = now.Add(2 * time.Hour)
+	deleted, err := l.ApplyRetention()
+	if err != nil || deleted == 0 {
+		t.Fatalf("retention: %d, %v", deleted, err)
+	}
+	start := l.LogStartOffset()
+	l.waitIdle()
+	if _, err := os.Stat(filepath.Join(dir, segment.FileName(0, ".log"))); err != nil {
+		t.Fatalf("retired segment's file gone before the maintainer ran: %v", err)
+	}
+	l.Kill()
+
+	l, err = Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if got := l.LogStartOffset(); got != start {
+		t.Fatalf("log start %d after reopening, want %d", got, start)
+	}
+	bases, err := listSegments(dir)
+	if err != nil || len(bases) == 0 || bases[0] != start {
+		t.Fatalf("segments after reopening: %v, %v; want the first at the log start %d", bases, err, start)
+	}
+	if _, err := os.Stat(filepath.Join(dir, segment.FileName(0, ".log"))); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("retired segment's file still there after reopening: %v", err)
+	}
+	if _, err := l.Read(0, 100); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("read below the log start: %v", err)
+	}
+	if c, err := l.Read(start, 100); err != nil || len(c.Data) == 0 {
+		t.Fatalf("read at the log start: %v", err)
+	} else {
+		c.Release()
+	}
+}

@@ -16,7 +16,8 @@ import (
 //     after which the recovery point moves past it;
 //   - creating the next segment's file ahead of the roll (a Spare), from a
 //     file retention retired if there is one (recycle.go);
-//   - reserving and prefaulting the active segment ahead of the cursor.
+//   - reserving and prefaulting the active segment ahead of the cursor;
+//   - deleting (or recycling) the files of segments retention retired.
 //
 // Tasks run in order, so segments are sealed in offset order and the
 // recovery point only moves forward.
@@ -54,6 +55,7 @@ const (
 	taskSpare
 	taskPrefault
 	taskBarrier
+	taskRetire
 )
 
 type task struct {
@@ -68,6 +70,9 @@ type task struct {
 	// zero: reserve by zero-filling (zeroFillPays)
 	zero bool
 	done chan struct{}
+	// retire: segments retention (or DeleteRecordsBefore) took off the
+	// list, whose list references the maintainer drops.
+	retired []*segRef
 	// seal: the producer snapshot at end, written before the recovery
 	// point moves past it.
 	snapshot []byte
@@ -94,6 +99,9 @@ func (l *Log) runMaintainer() {
 			if t.seg != nil {
 				t.seg.release()
 			}
+			for _, s := range t.retired {
+				s.retire(false) // as a crash would: the files stay
+			}
 			if t.done != nil {
 				close(t.done)
 			}
@@ -102,6 +110,10 @@ func (l *Log) runMaintainer() {
 		switch t.kind {
 		case taskBarrier:
 			close(t.done)
+		case taskRetire:
+			for _, s := range t.retired {
+				s.retire(true)
+			}
 		case taskSeal:
 			l.sealRolled(t.seg, t.end, t.snapshot)
 		case taskSpare:

@@ -122,6 +122,13 @@ func Open(dir string, opts Options) (*Log, error) {
 			return fail(err)
 		}
 	}
+	// Segments wholly below the log start are files retention retired
+	// whose deletion a crash cut short (truncateStartLocked checkpoints the
+	// log start first): finish it.
+	for len(segs) > 1 && segs[1].Base() <= logStart {
+		segs[0].retire(true)
+		segs = segs[1:]
+	}
 	l.segs.Store(&segs)
 	l.active = segs[len(segs)-1]
 	l.activeRef.Store(l.active)

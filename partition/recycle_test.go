@@ -239,6 +239,7 @@ func TestSpareStaysRecycled(t *testing.T) {
 		if _, err := l.ApplyRetention(); err != nil {
 			t.Fatal(err)
 		}
+		l.waitIdle() // the maintainer retires the files
 		if !l.recycle.pooled.Load() {
 			t.Fatal("retention pooled nothing")
 		}

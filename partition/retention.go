@@ -12,7 +12,11 @@ import (
 // the first remaining segment's base.
 //
 // Deleted segments leave the segment list at once; their files are removed
-// when the last reader holding a chunk releases it (see segRef).
+// by the maintainer, or by the last reader holding a chunk when it releases
+// it (see segRef), never under the writer mutex: unlinking a segment frees
+// its blocks, which on a filesystem mounted with discard sends them to the
+// device there and then (8 ms for 64 MiB here, so ~130 ms for a 1 GiB
+// segment, during which every append would wait).
 func (l *Log) ApplyRetention() (deleted int, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -74,15 +78,18 @@ func (l *Log) DeleteRecordsBefore(offset int64) error {
 	return l.truncateStartLocked(segs, n)
 }
 
-// truncateStartLocked retires the first n segments (under mu).
+// truncateStartLocked retires the first n segments (under mu): they leave
+// the list now, and the maintainer drops the list's references (deleting
+// or recycling the files) after the checkpoint that moves the log start
+// past them. A crash before then leaves files below the log start offset,
+// which Open deletes again.
 func (l *Log) truncateStartLocked(segs []*segRef, n int) error {
 	rest := append([]*segRef(nil), segs[n:]...)
 	storeMax(&l.logStart, rest[0].Base())
 	// The new list is published before the old segments' references drop:
 	// see segRef for why readers then never see a closed segment.
 	l.segs.Store(&rest)
-	for _, s := range segs[:n] {
-		s.retire(true)
-	}
-	return l.writeCheckpoints()
+	err := l.writeCheckpoints()
+	l.submit(task{kind: taskRetire, retired: append([]*segRef(nil), segs[:n]...)})
+	return err
 }
