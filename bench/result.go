@@ -94,7 +94,8 @@ type Baseline struct {
 	When string `json:"when"`
 	// ChunkBytes is the average batch size of the run.
 	ChunkBytes int64 `json:"chunk_bytes"`
-	// WriteBytes is min(bytes, 1 GiB), less if BaselineMax cut it short.
+	// WriteBytes is the run's bytes (less where the disk lacks room for
+	// a second copy, or BaselineMax cut it short).
 	WriteBytes       int64   `json:"write_bytes"`
 	WriteBytesPerSec float64 `json:"write_bytes_per_sec"`
 	// WriteFdatasyncBytes: the same bytes when the fsync policy is

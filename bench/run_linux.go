@@ -579,7 +579,7 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 	res.CloseSeconds = time.Since(t).Seconds()
 
 	if res.Bytes > 0 && c.BaselineMax > 0 && ctx.Err() == nil {
-		status(fmt.Sprintf("measuring the baseline on %s...", sizeString(float64(min(res.Bytes, baselineCap)))))
+		status(fmt.Sprintf("measuring the baseline on %s...", sizeString(float64(baselineBytes(dir, res.Bytes)))))
 	}
 	if err := runBaseline(ctx, dir, c, p, res); err != nil {
 		return nil, err
