@@ -520,3 +520,144 @@ func TestRetentionCrashBeforeDelete(t *testing.T) {
 		c.Release()
 	}
 }
+
+// TestRetentionCrashTornBelowStart: a crash after retention checkpointed
+// the log start but before the maintainer deleted the segments below it,
+// with a torn tail in one of them (its seal cut short too). Open deletes
+// those segments before recovery scans anything, so the tear cannot make
+// it drop the segments after it. (From review: it once did, and the log
+// start ended above the log end.)
+func TestRetentionCrashTornBelowStart(t *testing.T) {
+	opts := smallSegments(1024)
+	opts.RetentionBytes = 2500
+	dir := t.TempDir()
+	l, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		if _, err := l.Append(makeBatch(t, i, 1, 200, int64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.waitIdle()
+	l.maint.drop.Store(true) // a crash from here on
+	if n, err := l.ApplyRetention(); err != nil || n == 0 {
+		t.Fatalf("retention: %d, %v", n, err)
+	}
+	start := l.LogStartOffset()
+	l.Kill()
+	bases, err := listSegments(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	below := int64(-1)
+	for _, b := range bases {
+		if b < start {
+			below = b
+		}
+	}
+	if below < 0 {
+		t.Fatalf("no segment left below the log start %d: %v", start, bases)
+	}
+	p := filepath.Join(dir, segment.FileName(below, ".log"))
+	st, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, st.Size()-100); err != nil {
+		t.Fatal(err)
+	}
+
+	l, err = Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.LogStartOffset() != start || l.LogEndOffset() != 30 {
+		t.Fatalf("log start %d, end %d after reopening; want %d and 30", l.LogStartOffset(), l.LogEndOffset(), start)
+	}
+	for off := start; off < 30; off++ {
+		c, err := l.Read(off, 1)
+		if err != nil {
+			t.Fatalf("read %d: %v", off, err)
+		}
+		c.Release()
+	}
+}
+
+// TestLogEndBelowStartAfterCrash: the log start was moved (and
+// checkpointed) past offsets that a crash then lost. As Kafka does, Open
+// starts an empty log at the log start.
+func TestLogEndBelowStartAfterCrash(t *testing.T) {
+	opts := smallSegments(1024)
+	dir := t.TempDir()
+	l, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		if _, err := l.Append(makeBatch(t, i, 1, 200, int64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.DeleteRecordsBefore(28); err != nil {
+		t.Fatal(err)
+	}
+	last := (*l.segs.Load())[len(*l.segs.Load())-1].Base()
+	l.Kill()
+	if err := os.Truncate(filepath.Join(dir, segment.FileName(last, ".log")), 0); err != nil {
+		t.Fatal(err)
+	}
+	l, err = Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.LogStartOffset() != 28 || l.LogEndOffset() != 28 {
+		t.Fatalf("log start %d, end %d; want both 28", l.LogStartOffset(), l.LogEndOffset())
+	}
+	if bases, err := listSegments(dir); err != nil || len(bases) != 1 || bases[0] != 28 {
+		t.Fatalf("segments %v, %v; want one at 28", bases, err)
+	}
+	if res, err := l.Append(makeBatch(t, 30, 1, 200, 30)); err != nil || res.BaseOffset != 28 {
+		t.Fatalf("append: %+v, %v", res, err)
+	}
+}
+
+// TestDeleteRecordsDuringClose: DeleteRecordsBefore after Close began
+// reports ErrClosed; it must not queue work for the stopped maintainer (it
+// once panicked, sending on its closed queue). (From review.)
+func TestDeleteRecordsDuringClose(t *testing.T) {
+	opts := smallSegments(1024)
+	opts.Segment.Reserve = segment.ReserveZeroFill
+	l, err := Open(t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		if _, err := l.Append(makeBatch(t, i, 1, 200, int64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.waitIdle()
+	segs := *l.segs.Load()
+	// Stall the maintainer inside a retirement (the pool's lock), so that
+	// Close waits for it after closing the queue.
+	l.recycle.mu.Lock()
+	if err := l.DeleteRecordsBefore(segs[1].Base()); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error)
+	go func() { closed <- l.Close() }()
+	for !l.shut.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	err = l.DeleteRecordsBefore(segs[3].Base())
+	l.recycle.mu.Unlock()
+	<-closed
+	if !errors.Is(err, ErrClosed) {
+		t.Fatalf("DeleteRecordsBefore during Close: %v, want ErrClosed", err)
+	}
+}

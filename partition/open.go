@@ -54,6 +54,17 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Segments wholly below the log start are files retention retired
+	// whose deletion a crash cut short (truncateStartLocked checkpoints
+	// the log start first and leaves the files to the maintainer). They
+	// go before the scan: a torn tail in one of them, whose seal a crash
+	// also cut short, must not make recovery drop the segments after it.
+	for len(bases) > 1 && bases[1] <= logStart {
+		if err := deleteSegmentFiles(dir, bases[0]); err != nil {
+			return nil, err
+		}
+		bases = bases[1:]
+	}
 	var segs []*segRef
 	fail := func(err error) (*Log, error) {
 		for _, s := range segs {
@@ -122,12 +133,19 @@ func Open(dir string, opts Options) (*Log, error) {
 			return fail(err)
 		}
 	}
-	// Segments wholly below the log start are files retention retired
-	// whose deletion a crash cut short (truncateStartLocked checkpoints the
-	// log start first): finish it.
-	for len(segs) > 1 && segs[1].Base() <= logStart {
-		segs[0].retire(true)
-		segs = segs[1:]
+	if last := segs[len(segs)-1]; last.NextOffset() < logStart {
+		// The log lost offsets the log start had already passed (a crash
+		// after DeleteRecordsBefore moved it past what was synced): as
+		// Kafka does, start afresh at the log start.
+		for _, s := range segs {
+			s.retire(true)
+		}
+		s, err := segment.Create(dir, logStart, opts.Segment)
+		if err != nil {
+			return nil, err
+		}
+		segs = []*segRef{l.ref(s)}
+		l.recoveredFrom = logStart
 	}
 	l.segs.Store(&segs)
 	l.active = segs[len(segs)-1]

@@ -60,6 +60,9 @@ func (l *Log) ApplyRetention() (deleted int, err error) {
 func (l *Log) DeleteRecordsBefore(offset int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
 	if offset > l.hw.Load() {
 		return fmt.Errorf("cannot delete records below %d, above high watermark %d: %w", offset, l.hw.Load(), ErrOffsetOutOfRange)
 	}
