@@ -120,8 +120,17 @@ func (s *Segment) openIndexes(writable bool) error {
 // 2 x 10 MiB: every roll fallocated those and every seal trimmed them, and
 // with retention every deletion freed them, each free a discard on a
 // filesystem mounted with discard, on the device that syncs the log.
+//
+// The bound is taken over the larger of MaxBytes and the file: a segment
+// written before segment.bytes was lowered is larger than MaxBytes, and
+// Recover, which rebuilds its indexes with the same rule, stops at the
+// first entry that does not fit. (From review: it cut valid data there.)
 func (s *Segment) indexBytes(entrySize int) int {
-	entries := s.opts.MaxBytes/s.opts.IndexIntervalBytes + 2
+	capacity := s.opts.MaxBytes
+	if st, err := s.log.Stat(); err == nil {
+		capacity = max(capacity, st.Size())
+	}
+	entries := capacity/s.opts.IndexIntervalBytes + 2
 	return int(min(int64(s.opts.IndexMaxBytes), entries*int64(entrySize)))
 }
 
