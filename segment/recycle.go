@@ -24,8 +24,12 @@ import (
 // Recovery tells them from data by offsets: every stale batch has offsets
 // below the new segment's base (retention only ever deletes from the start
 // of the log, and a log's offsets never go back below its start), so the
-// scan, which requires each batch to start at or above the offset after
-// the previous one, stops at the first of them. What the scan does not
+// scan, which requires each batch to start exactly at the offset after the
+// previous one, stops at the first of them. Exactly, not at or above: the
+// device may persist sectors in any order, and a new batch whose first
+// sector stayed stale while the rest of it reached the disk would carry
+// stale high bytes of its base offset in front of a valid length, CRC and
+// body (the CRC does not cover the base offset). What the scan does not
 // prove, the open proves with the next segment's base: a rolled segment
 // whose batches run exactly up to the next base is complete, whatever lies
 // after them (partition.Open). LoadTail, which trusts sizes and not CRCs,
