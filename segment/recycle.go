@@ -183,10 +183,13 @@ func oldCRCs(f *os.File, size int64) (at []int64, crcs []uint32, err error) {
 		if headerStraddles(pos) {
 			at = append(at, pos+offCRC)
 			crcs = append(crcs, binary.BigEndian.Uint32(hdr[offCRC:]))
-			if p := (pos + offCRC) / page; p != lastPage {
-				lastPage = p
-				if pages++; pages > limit {
-					return nil, nil, ErrNotRecycled
+			// The 4-byte field may cross a page: both are dirtied.
+			for p := (pos + offCRC) / page; p <= (pos+headerLen-1)/page; p++ {
+				if p != lastPage {
+					lastPage = p
+					if pages++; pages > limit {
+						return nil, nil, ErrNotRecycled
+					}
 				}
 			}
 		}

@@ -103,7 +103,7 @@ const (
 	// stageCap is the capacity a segment's stage starts with (SetStaging):
 	// about what 16 producers' 11 KB batches stage during one sync. It
 	// grows by append when more is staged (the partition writes it out at
-	// 1 MiB); stageKeep is the most it keeps once staging ends: above the
+	// 128 KiB, so it rarely grows); stageKeep is the most it keeps once staging ends: above the
 	// partition's bound plus a batch, so that a steady load reallocates
 	// nothing, while a partition that never staged much holds little.
 	stageCap  = 128 << 10

@@ -99,9 +99,11 @@ func VerifyFile(path string, maxBatchSize int) (Report, error) {
 			return r, fmt.Errorf("%s: batch at position %d: %w", path, pos, err)
 		}
 		b := batch.Batch(rest[:n])
-		if named && b.BaseOffset() < base && staleAhead(rest, base, next, maxBatchSize) {
+		if named && r.FirstOffset >= 0 && b.BaseOffset() < base && staleAhead(rest, base, next, maxBatchSize) {
 			// An old batch whose CRC OpenSpare left alone, right where
-			// the segment's own end.
+			// the segment's own end. Not at the start: a file whose
+			// first batch lies below its name's base is misnamed or
+			// corrupt, not a tail.
 			r.StaleTail = int64(len(rest))
 			break
 		}
