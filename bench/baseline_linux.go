@@ -45,9 +45,12 @@ const informativeZeroed = 128 << 20
 
 // zeroFile writes n zero bytes into f from offset 0 and syncs them, so its
 // blocks are allocated and written before a timed baseline overwrites them.
-func zeroFile(f *os.File, n int64) error {
+func zeroFile(ctx context.Context, f *os.File, n int64) error {
 	zeros := make([]byte, 1<<20)
 	for off := int64(0); off < n; off += int64(len(zeros)) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), n-off)], off); err != nil {
 			return err
 		}
@@ -81,6 +84,13 @@ func runBaseline(ctx context.Context, dir string, c Config, p parsed, res *Resul
 	bl.When = "after"
 	bl.EvictedBytes = evictPageCache(dir)
 	bl.ChunkBytes = max(1, res.Bytes/res.Batches)
+	// Each measurement stops after its time limit: its file (fallocated,
+	// and zero-filled before the fdatasync one, off the clock) need not be
+	// larger than it can reach, taken as 4x the run's rate for that long
+	// and at least 256 MiB. Freeing a larger one costs a discard of it.
+	reach := func(limit time.Duration) int64 {
+		return min(total, max(256<<20, int64(4*res.BytesPerSec*limit.Seconds())))
+	}
 
 	limit := c.BaselineMax
 	if bl.ComparedWith != "write" {
@@ -88,7 +98,7 @@ func runBaseline(ctx context.Context, dir string, c Config, p parsed, res *Resul
 	}
 	var trunc bool
 	var err error
-	bl.WriteBytes, bl.WriteBytesPerSec, trunc, err = baselineWrite(ctx, dir, bl.ChunkBytes, total, 0, limit, false)
+	bl.WriteBytes, bl.WriteBytesPerSec, trunc, err = baselineWrite(ctx, dir, bl.ChunkBytes, reach(limit), 0, limit, false)
 	if err != nil {
 		return err
 	}
@@ -98,13 +108,13 @@ func runBaseline(ctx context.Context, dir string, c Config, p parsed, res *Resul
 	if bl.ComparedWith != "write_fdatasync" {
 		limit = min(limit, informativeMax)
 	}
-	bl.WriteFdatasyncBytes, bl.WriteFdatasyncBytesPerSec, trunc, err = baselineWrite(ctx, dir, bl.ChunkBytes, total, bl.SyncGroup, limit, true)
+	bl.WriteFdatasyncBytes, bl.WriteFdatasyncBytesPerSec, trunc, err = baselineWrite(ctx, dir, bl.ChunkBytes, reach(limit), bl.SyncGroup, limit, true)
 	if err != nil {
 		return err
 	}
 	bl.Truncated = bl.Truncated || trunc && bl.ComparedWith == "write_fdatasync"
 	if bl.ComparedWith == "write_fdatasync" {
-		bl.WriteFdatasyncUnwrittenBytes, bl.WriteFdatasyncUnwrittenBytesPerSec, _, err = baselineWrite(ctx, dir, bl.ChunkBytes, total, bl.SyncGroup, informativeMax, false)
+		bl.WriteFdatasyncUnwrittenBytes, bl.WriteFdatasyncUnwrittenBytesPerSec, _, err = baselineWrite(ctx, dir, bl.ChunkBytes, reach(informativeMax), bl.SyncGroup, informativeMax, false)
 		if err != nil {
 			return err
 		}
@@ -145,7 +155,7 @@ func baselineWrite(ctx context.Context, dir string, chunk, total, group int64, l
 		if limit <= informativeMax {
 			zeroed = min(total, informativeZeroed)
 		}
-		if err := zeroFile(f, zeroed); err != nil {
+		if err := zeroFile(ctx, f, zeroed); err != nil {
 			return 0, 0, false, err
 		}
 	}
