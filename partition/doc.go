@@ -62,7 +62,10 @@
 // get whole batches that alias the mapping (Chunk). Retention can remove a
 // segment from the list while a reader holds it; the files are closed when
 // the last reference goes (reference counts rather than copies: a read is
-// zero-copy, and a reader pins at most one segment).
+// zero-copy, and a reader pins at most one segment). Retention itself
+// checkpoints the new log start under the writer's mutex and leaves the
+// deletion to the maintainer (or the last reader); Open deletes segments
+// wholly below the log start that a crash left.
 //
 // A reader waiting for data (a Kafka Fetch long-poll) parks on Advanced, a
 // channel closed at the next rise of the high watermark; one shared channel
@@ -74,8 +77,9 @@
 // Close writes a clean-shutdown marker after syncing and trimming
 // everything; Open then trusts the files and reads only the tail of the
 // last segment. Without the marker, Open validates every batch from the
-// segment holding the checkpointed recovery point to the end, truncates at
-// the first torn or corrupt batch, drops later segments (unless the cut
+// segment holding the checkpointed recovery point to the end (each must
+// start exactly at the offset after the one before), truncates at the
+// first torn or corrupt batch, drops later segments (unless the cut
 // segment's batches reach the next one's base: what was cut is a recycled
 // file's stale tail) and rebuilds their indexes. The recovery point advances with every sync and is checkpointed
 // on rolls, flushes and Close; a stale checkpoint only lengthens the scan.
