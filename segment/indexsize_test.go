@@ -22,7 +22,7 @@ func TestIndexSizedToSegment(t *testing.T) {
 		}
 		for suffix, entry := range map[string]int64{".index": index.OffsetEntrySize, ".timeindex": index.TimeEntrySize} {
 			st, err := os.Stat(filepath.Join(dir, FileName(0, suffix)))
-			if want := entry * (opts.MaxBytes/opts.IndexIntervalBytes + 2); err != nil || st.Size() != want {
+			if want := entry * (opts.MaxBytes/opts.IndexIntervalBytes + 16); err != nil || st.Size() != want {
 				t.Fatalf("%s: %v, %v; want %d bytes", suffix, st, err, want)
 			}
 		}

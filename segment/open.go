@@ -130,7 +130,10 @@ func (s *Segment) indexBytes(entrySize int) int {
 	if st, err := s.log.Stat(); err == nil {
 		capacity = max(capacity, st.Size())
 	}
-	entries := capacity/s.opts.IndexIntervalBytes + 2
+	// 16 spare entries: each clean restart while the segment stays active
+	// adds a final time-index entry (Seal), and a full index only rolls the
+	// segment early, but needlessly.
+	entries := capacity/s.opts.IndexIntervalBytes + 16
 	return int(min(int64(s.opts.IndexMaxBytes), entries*int64(entrySize)))
 }
 
