@@ -473,15 +473,7 @@ func TestRetentionCrashBeforeDelete(t *testing.T) {
 	opts.Now = func() time.Time { return now }
 	opts.RetentionAge = time.Hour
 	dir := t.TempDir()
-	l, err := Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 30 {
-		if _, err := l.Append(makeBatch(t, i, 1, 200, now.UnixMilli()+int64(i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	l := openWith30(t, dir, opts, now.UnixMilli())
 	l.waitIdle()
 	l.maint.drop.Store(true) // the maintainer does nothing from here: a crash
 	now = now.Add(2 * time.Hour)
@@ -531,15 +523,7 @@ func TestRetentionCrashTornBelowStart(t *testing.T) {
 	opts := smallSegments(1024)
 	opts.RetentionBytes = 2500
 	dir := t.TempDir()
-	l, err := Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 30 {
-		if _, err := l.Append(makeBatch(t, i, 1, 200, int64(i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	l := openWith30(t, dir, opts, 0)
 	l.waitIdle()
 	l.maint.drop.Store(true) // a crash from here on
 	if n, err := l.ApplyRetention(); err != nil || n == 0 {
@@ -592,15 +576,7 @@ func TestRetentionCrashTornBelowStart(t *testing.T) {
 func TestLogEndBelowStartAfterCrash(t *testing.T) {
 	opts := smallSegments(1024)
 	dir := t.TempDir()
-	l, err := Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 30 {
-		if _, err := l.Append(makeBatch(t, i, 1, 200, int64(i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	l := openWith30(t, dir, opts, 0)
 	if err := l.DeleteRecordsBefore(28); err != nil {
 		t.Fatal(err)
 	}
@@ -609,7 +585,7 @@ func TestLogEndBelowStartAfterCrash(t *testing.T) {
 	if err := os.Truncate(filepath.Join(dir, segment.FileName(last, ".log")), 0); err != nil {
 		t.Fatal(err)
 	}
-	l, err = Open(dir, opts)
+	l, err := Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -631,15 +607,7 @@ func TestLogEndBelowStartAfterCrash(t *testing.T) {
 func TestDeleteRecordsDuringClose(t *testing.T) {
 	opts := smallSegments(1024)
 	opts.Segment.Reserve = segment.ReserveZeroFill
-	l, err := Open(t.TempDir(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 30 {
-		if _, err := l.Append(makeBatch(t, i, 1, 200, int64(i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	l := openWith30(t, t.TempDir(), opts, 0)
 	l.waitIdle()
 	segs := *l.segs.Load()
 	// Stall the maintainer inside a retirement (the pool's lock), so that
@@ -654,10 +622,26 @@ func TestDeleteRecordsDuringClose(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(20 * time.Millisecond)
-	err = l.DeleteRecordsBefore(segs[3].Base())
+	err := l.DeleteRecordsBefore(segs[3].Base())
 	l.recycle.mu.Unlock()
 	<-closed
 	if !errors.Is(err, ErrClosed) {
 		t.Fatalf("DeleteRecordsBefore during Close: %v, want ErrClosed", err)
 	}
+}
+
+// openWith30 opens a log in dir and appends 30 one-record batches of 200
+// bytes, timestamps ts, ts+1, ...
+func openWith30(t *testing.T, dir string, opts Options, ts int64) *Log {
+	t.Helper()
+	l, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		if _, err := l.Append(makeBatch(t, i, 1, 200, ts+int64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l
 }
