@@ -62,10 +62,11 @@
 // get whole batches that alias the mapping (Chunk). Retention can remove a
 // segment from the list while a reader holds it; the files are closed when
 // the last reference goes (reference counts rather than copies: a read is
-// zero-copy, and a reader pins at most one segment). Retention itself
-// checkpoints the new log start under the writer's mutex and leaves the
-// deletion to the maintainer (or the last reader); Open deletes segments
-// wholly below the log start that a crash left.
+// zero-copy, and a reader pins at most one segment). Retention only takes
+// segments off the list under the writer's mutex; the maintainer writes
+// the new log start's checkpoint and then deletes the files (or the last
+// reader does); Open deletes segments wholly below the log start that a
+// crash left.
 //
 // A reader waiting for data (a Kafka Fetch long-poll) parks on Advanced, a
 // channel closed at the next rise of the high watermark; one shared channel

@@ -48,9 +48,7 @@ func (l *Log) ApplyRetention() (deleted int, err error) {
 	if n == 0 {
 		return 0, nil
 	}
-	if err := l.truncateStartLocked(segs, n); err != nil {
-		return 0, err
-	}
+	l.truncateStartLocked(segs, n, false)
 	return n, nil
 }
 
@@ -78,21 +76,30 @@ func (l *Log) DeleteRecordsBefore(offset int64) error {
 	if n == 0 {
 		return l.writeCheckpoints()
 	}
-	return l.truncateStartLocked(segs, n)
+	return l.truncateStartLocked(segs, n, true)
 }
 
 // truncateStartLocked retires the first n segments (under mu): they leave
 // the list now, and the maintainer drops the list's references (deleting
 // or recycling the files) after the checkpoint that moves the log start
 // past them. A crash before then leaves files below the log start offset,
-// which Open deletes again.
-func (l *Log) truncateStartLocked(segs []*segRef, n int) error {
+// which Open deletes again. With checkpointNow the checkpoint is written
+// here, under mu, and its error returned (DeleteRecordsBefore: the caller
+// asked for the new start); otherwise the maintainer writes it first, as
+// retention needs no more (a crash before it only repeats the retention):
+// each checkpoint is two fsyncs, several ms behind a busy device, and the
+// writer would wait for them (p99.9 7 -> 17 ms with retention every 20 ms,
+// idemlog bench --fsync never --segment-bytes 64 MiB).
+func (l *Log) truncateStartLocked(segs []*segRef, n int, checkpointNow bool) error {
 	rest := append([]*segRef(nil), segs[n:]...)
 	storeMax(&l.logStart, rest[0].Base())
 	// The new list is published before the old segments' references drop:
 	// see segRef for why readers then never see a closed segment.
 	l.segs.Store(&rest)
-	err := l.writeCheckpoints()
-	l.submit(task{kind: taskRetire, retired: append([]*segRef(nil), segs[:n]...)})
+	var err error
+	if checkpointNow {
+		err = l.writeCheckpoints()
+	}
+	l.submit(task{kind: taskRetire, retired: append([]*segRef(nil), segs[:n]...), checkpoint: !checkpointNow})
 	return err
 }
