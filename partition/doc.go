@@ -63,9 +63,9 @@
 // segment from the list while a reader holds it; the files are closed when
 // the last reference goes (reference counts rather than copies: a read is
 // zero-copy, and a reader pins at most one segment). Retention only takes
-// segments off the list under the writer's mutex; the maintainer writes
-// the new log start's checkpoint and then deletes the files (or the last
-// reader does); Open deletes segments wholly below the log start that a
+// segments off the list under the writer's mutex, checkpoints the new log
+// start after releasing it, and leaves the files to the maintainer (or the
+// last reader); Open deletes segments wholly below the log start that a
 // crash left.
 //
 // A reader waiting for data (a Kafka Fetch long-poll) parks on Advanced, a

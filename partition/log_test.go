@@ -464,11 +464,9 @@ func runModel(t *testing.T, seed uint64) {
 	l.Close()
 }
 
-// TestRetentionCrashBeforeDelete: retention leaves the checkpoint and the
-// files to the maintainer, which writes the new log start first; a crash
-// after that and before the deletion leaves segments wholly below the log
-// start, which Open deletes. (A crash before the checkpoint leaves the log
-// as it was: TestRetentionCrashBeforeCheckpoint.)
+// TestRetentionCrashBeforeDelete: retention checkpoints the new log start
+// and leaves the files to the maintainer; a crash before it deletes them
+// leaves segments wholly below the log start, which Open deletes.
 func TestRetentionCrashBeforeDelete(t *testing.T) {
 	now := time.UnixMilli(1_000_000)
 	opts := smallSegments(1024)
@@ -487,9 +485,6 @@ func TestRetentionCrashBeforeDelete(t *testing.T) {
 	l.waitIdle()
 	if _, err := os.Stat(filepath.Join(dir, segment.FileName(0, ".log"))); err != nil {
 		t.Fatalf("retired segment's file gone before the maintainer ran: %v", err)
-	}
-	if err := l.writeCheckpoints(); err != nil { // the maintainer's first step
-		t.Fatal(err)
 	}
 	l.Kill()
 
@@ -535,9 +530,6 @@ func TestRetentionCrashTornBelowStart(t *testing.T) {
 		t.Fatalf("retention: %d, %v", n, err)
 	}
 	start := l.LogStartOffset()
-	if err := l.writeCheckpoints(); err != nil { // the maintainer's first step
-		t.Fatal(err)
-	}
 	l.Kill()
 	bases, err := listSegments(dir)
 	if err != nil {
@@ -652,42 +644,4 @@ func openWith30(t *testing.T, dir string, opts Options, ts int64) *Log {
 		}
 	}
 	return l
-}
-
-// TestRetentionCrashBeforeCheckpoint: a crash before the maintainer wrote
-// retention's checkpoint leaves the log as it was: the old log start, every
-// segment, every offset readable.
-func TestRetentionCrashBeforeCheckpoint(t *testing.T) {
-	now := time.UnixMilli(1_000_000)
-	opts := smallSegments(1024)
-	opts.Now = func() time.Time { return now }
-	opts.RetentionAge = time.Hour
-	dir := t.TempDir()
-	l := openWith30(t, dir, opts, now.UnixMilli())
-	if err := l.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	l.waitIdle()
-	l.maint.drop.Store(true) // the maintainer does nothing from here: a crash
-	now = now.Add(2 * time.Hour)
-	if n, err := l.ApplyRetention(); err != nil || n == 0 {
-		t.Fatalf("retention: %d, %v", n, err)
-	}
-	if l.LogStartOffset() == 0 {
-		t.Fatal("retention did not move the log start")
-	}
-	l.Kill()
-	l, err := Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	if l.LogStartOffset() != 0 || l.LogEndOffset() != 30 {
-		t.Fatalf("log start %d, end %d after reopening; want 0 and 30", l.LogStartOffset(), l.LogEndOffset())
-	}
-	if c, err := l.Read(0, 1); err != nil {
-		t.Fatalf("read 0: %v", err)
-	} else {
-		c.Release()
-	}
 }

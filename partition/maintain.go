@@ -71,10 +71,9 @@ type task struct {
 	zero bool
 	done chan struct{}
 	// retire: segments retention (or DeleteRecordsBefore) took off the
-	// list, whose list references the maintainer drops; with checkpoint,
-	// after writing the checkpoints (the new log start) first.
-	retired    []*segRef
-	checkpoint bool
+	// list, whose list references the maintainer drops (after the new log
+	// start was checkpointed).
+	retired []*segRef
 	// seal: the producer snapshot at end, written before the recovery
 	// point moves past it.
 	snapshot []byte
@@ -113,9 +112,6 @@ func (l *Log) runMaintainer() {
 		case taskBarrier:
 			close(t.done)
 		case taskRetire:
-			if t.checkpoint {
-				_ = l.writeCheckpoints() // retried by every later checkpoint
-			}
 			for _, s := range t.retired {
 				s.retire(true)
 			}

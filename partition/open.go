@@ -55,8 +55,8 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, err
 	}
 	// Segments wholly below the log start are files retention retired
-	// whose deletion a crash cut short (the maintainer, or
-	// DeleteRecordsBefore, checkpoints the log start before the files go). They
+	// whose deletion a crash cut short (retention checkpoints the log
+	// start before the files go). They
 	// go before the scan: a torn tail in one of them, whose seal a crash
 	// also cut short, must not make recovery drop the segments after it.
 	for len(bases) > 1 && bases[1] <= logStart {
