@@ -257,6 +257,16 @@ func (p *Partition) loadProducers(dir string) error {
 			return err
 		}
 	}
+	if first := p.log.FirstRetainedOffset(); from < first {
+		// The batches between the snapshot and the first segment are
+		// gone (retention moved the log start past a snapshot whose
+		// successor a crash kept from being written): the snapshot's
+		// state would miss what they did (a commit, say, leaving its
+		// transaction open for ever). Start empty at the first segment,
+		// as Kafka does below its log start: producers seen only before
+		// it are unknown again, as after expiration.
+		entries, from = nil, first
+	}
 	now := p.opts.Now()
 	for _, e := range entries {
 		if e.TxnFirstOffset < 0 && p.expired(e.Timestamp, now) {
@@ -272,14 +282,15 @@ func (p *Partition) loadProducers(dir string) error {
 			p.txns.begin(e.ProducerID, e.TxnFirstOffset)
 		}
 	}
-	from = max(from, p.log.LogStartOffset())
+	// From the snapshot, even below the log start (DeleteRecordsBefore
+	// inside a segment): what lies between still changes the state.
 	return p.replay(from, leo)
 }
 
 // replay applies every batch with a producer id in [from, to).
 func (p *Partition) replay(from, to int64) error {
 	for off := from; off < to; {
-		c, err := p.log.Read(off, 1<<20)
+		c, err := p.log.ReadRetained(off, 1<<20)
 		if err != nil {
 			return fmt.Errorf("cannot replay producer state at %d: %w", off, err)
 		}

@@ -148,6 +148,10 @@ type Log struct {
 	// shut mirrors closed for the lock-free readers (Read, Advanced);
 	// Close and Kill set both under mu.
 	shut atomic.Bool
+	// retiring counts retentions between detaching segments (under mu)
+	// and handing them on (retireStart); Close and Kill wait for them, so
+	// that nothing writes a checkpoint once they return.
+	retiring sync.WaitGroup
 	// advanced is the channel Advanced hands out, closed and cleared at
 	// the next rise of hw (see Advanced); nil while nobody waits.
 	advanced atomic.Pointer[chan struct{}]
@@ -582,6 +586,30 @@ func (l *Log) Read(offset int64, maxBytes int) (Chunk, error) {
 // gives an empty chunk, not an error. Once the log is closed (or killed),
 // reads fail with ErrClosed; chunks read before stay valid until released.
 func (l *Log) ReadBelow(offset int64, maxBytes int, limit int64) (Chunk, error) {
+	return l.read(offset, maxBytes, limit, l.logStart.Load())
+}
+
+// ReadRetained is Read from any offset still in a segment, also below the
+// log start: after a crash, producer state replays the batches between its
+// newest snapshot and a log start that moved past it (DeleteRecordsBefore
+// to an offset inside a segment), and those are still on disk. Not for
+// consumers.
+func (l *Log) ReadRetained(offset int64, maxBytes int) (Chunk, error) {
+	return l.read(offset, maxBytes, math.MaxInt64, l.FirstRetainedOffset())
+}
+
+// FirstRetainedOffset is the base offset of the first segment: the lowest
+// offset ReadRetained can read (the log start, or below it within the
+// segment that holds it).
+func (l *Log) FirstRetainedOffset() int64 {
+	segs := *l.segs.Load()
+	if len(segs) == 0 {
+		return l.logStart.Load()
+	}
+	return segs[0].Base()
+}
+
+func (l *Log) read(offset int64, maxBytes int, limit, start int64) (Chunk, error) {
 	for {
 		if l.shut.Load() {
 			// Close emptied the segment list; say so rather than report
@@ -589,7 +617,7 @@ func (l *Log) ReadBelow(offset int64, maxBytes int, limit int64) (Chunk, error) 
 			return Chunk{}, ErrClosed
 		}
 		hw := l.hw.Load()
-		if offset < l.logStart.Load() || offset > hw {
+		if offset < start || offset > hw {
 			return Chunk{}, fmt.Errorf("cannot read offset %d (log %d..%d): %w", offset, l.logStart.Load(), hw, ErrOffsetOutOfRange)
 		}
 		realHW := hw

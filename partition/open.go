@@ -187,6 +187,7 @@ func (l *Log) Close() error {
 	l.closed = true
 	l.shut.Store(true)
 	l.mu.Unlock()
+	l.retiring.Wait()
 	// Parked readers wake to find the log closed.
 	l.wake()
 	close(l.stop)
@@ -281,7 +282,7 @@ func listSegments(dir string) ([]int64, error) {
 }
 
 func deleteSegmentFiles(dir string, base int64) error {
-	for _, suffix := range []string{".log", ".index", ".timeindex", ".txnindex"} {
+	for _, suffix := range []string{".log", ".index", ".timeindex", ".txnindex", ".snapshot"} {
 		if err := os.Remove(filepath.Join(dir, segment.FileName(base, suffix))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("cannot delete segment %d: %w", base, err)
 		}
@@ -369,6 +370,7 @@ func (l *Log) Kill() {
 	l.closed = true
 	l.shut.Store(true)
 	l.mu.Unlock()
+	l.retiring.Wait()
 	l.wake()
 	if l.recycle != nil {
 		// A reader that drops a retired segment's last reference later

@@ -53,6 +53,7 @@ func (l *Log) ApplyRetention() (deleted int, err error) {
 		return 0, nil
 	}
 	retired := l.detachStartLocked(segs, n)
+	l.retiring.Add(1)
 	l.mu.Unlock()
 	return n, l.retireStart(retired)
 }
@@ -71,20 +72,22 @@ func (l *Log) DeleteRecordsBefore(offset int64) error {
 		l.mu.Unlock()
 		return fmt.Errorf("cannot delete records below %d, above high watermark %d: %w", offset, l.hw.Load(), ErrOffsetOutOfRange)
 	}
-	if offset <= l.logStart.Load() {
-		l.mu.Unlock()
-		return nil
-	}
-	segs := *l.segs.Load()
-	n := 0
-	for n < len(segs)-1 && segs[n+1].Base() <= offset {
-		n++
-	}
-	storeMax(&l.logStart, offset)
 	var retired []*segRef
-	if n > 0 {
-		retired = l.detachStartLocked(segs, n)
+	if offset > l.logStart.Load() {
+		segs := *l.segs.Load()
+		n := 0
+		for n < len(segs)-1 && segs[n+1].Base() <= offset {
+			n++
+		}
+		storeMax(&l.logStart, offset)
+		if n > 0 {
+			retired = l.detachStartLocked(segs, n)
+		}
 	}
+	// Even when the start is already past offset: the call that moved it
+	// may still be writing its checkpoint, and this one must not return
+	// before the start is durable. (From review.)
+	l.retiring.Add(1)
 	l.mu.Unlock()
 	return l.retireStart(retired)
 }
@@ -103,19 +106,28 @@ func (l *Log) detachStartLocked(segs []*segRef, n int) []*segRef {
 // retireStart checkpoints the log start (not under mu) and then hands the
 // segments detachStartLocked took off the list to the maintainer, which
 // drops the list's references and so deletes (or recycles) their files.
-// Once the log is closed it only closes them: Close's maintainer has
-// finished, and the files stay below the checkpointed start for Open to
-// delete (after Kill nothing may change the files).
+// The caller added to l.retiring under mu.
+//
+// Once the log is closed it writes nothing and only closes the segments:
+// Close writes the checkpoint itself and its maintainer has finished, and
+// after Kill nothing may change the files (a crash). Nor are files deleted
+// when the checkpoint failed: on disk the log still starts below them.
+// Files left stay below the log start, for the next Open to delete, or
+// part of the log again if the start did not reach the disk.
 func (l *Log) retireStart(retired []*segRef) error {
-	err := l.writeCheckpoints()
+	defer l.retiring.Done()
+	var err error
+	if !l.shut.Load() {
+		err = l.writeCheckpoints()
+	}
 	if len(retired) == 0 {
 		return err
 	}
 	l.mu.Lock()
-	if !l.closed {
+	if !l.closed && err == nil {
 		l.submit(task{kind: taskRetire, retired: retired})
 		l.mu.Unlock()
-		return err
+		return nil
 	}
 	l.mu.Unlock()
 	for _, s := range retired {

@@ -1,0 +1,159 @@
+package partition
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// copyDir copies the files of src into dst: the image a crash would leave
+// of a log still running (a file renamed or removed meanwhile is skipped).
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	es, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestDeleteRecordsDurableWhenStartAhead: DeleteRecordsBefore(10) while a
+// concurrent DeleteRecordsBefore(20), which already moved the log start in
+// memory, is still writing its checkpoint: the second call must not return
+// before a checkpoint covers 10, or a crash brings offsets 0..9 back.
+// (From review: it returned at once.)
+func TestDeleteRecordsDurableWhenStartAhead(t *testing.T) {
+	dir := t.TempDir()
+	l := openWith30(t, dir, smallSegments(1024), 1)
+	defer l.Close()
+	l.ckMu.Lock() // the first caller's checkpoint fsyncs are slow
+	done := make(chan error)
+	go func() { done <- l.DeleteRecordsBefore(20) }()
+	for l.LogStartOffset() != 20 {
+		time.Sleep(time.Millisecond)
+	}
+	second := make(chan error)
+	go func() { second <- l.DeleteRecordsBefore(10) }()
+	select {
+	case err := <-second:
+		l.ckMu.Unlock()
+		t.Fatalf("DeleteRecordsBefore(10) returned (%v) while the checkpoint was still being written", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	l.ckMu.Unlock()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	// Both have returned: crash now.
+	crash := t.TempDir()
+	copyDir(t, dir, crash)
+	l2, err := Open(crash, smallSegments(1024))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if got := l2.LogStartOffset(); got < 10 {
+		t.Fatalf("log start %d after a crash, though DeleteRecordsBefore(10) returned", got)
+	}
+}
+
+// TestNoSnapshotBelowStartAfterCrash: a crash after retention's checkpoint,
+// before the maintainer deleted the files and before the last detached
+// segment's seal wrote the snapshot at the new first base. Open deletes the
+// segments below the log start and their snapshots with them, so no
+// snapshot below the log start is left for the engine to restore. (From
+// review.)
+func TestNoSnapshotBelowStartAfterCrash(t *testing.T) {
+	opts := smallSegments(1024)
+	opts.Snapshot = func(off int64) []byte { return []byte{1} }
+	dir := t.TempDir()
+	l := openWith30(t, dir, opts, 1)
+	l.waitIdle()
+	l.maint.drop.Store(true)   // crash from here: the next seal never runs
+	for i := 30; i < 40; i++ { // at least one roll
+		if _, err := l.Append(makeBatch(t, i, 1, 200, int64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.opts.RetentionBytes = 1
+	if n, err := l.ApplyRetention(); err != nil || n == 0 {
+		t.Fatal(n, err)
+	}
+	start := l.LogStartOffset()
+	l.Kill()
+	l, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var snaps []int64
+	es, _ := os.ReadDir(dir)
+	for _, e := range es {
+		if filepath.Ext(e.Name()) == ".snapshot" {
+			snaps = append(snaps, mustParse(e.Name()))
+		}
+	}
+	t.Logf("log start %d, end %d, snapshots %v", start, l.LogEndOffset(), snaps)
+	newest := int64(-1)
+	for _, s := range snaps {
+		if s <= l.LogEndOffset() {
+			newest = max(newest, s)
+		}
+	}
+	if newest >= 0 && newest < start {
+		t.Fatalf("newest snapshot %d lies below the log start %d", newest, start)
+	}
+}
+
+func mustParse(name string) int64 {
+	var n int64
+	for _, c := range name[:20] {
+		n = n*10 + int64(c-'0')
+	}
+	return n
+}
+
+// TestNoRetentionWriteAfterKill: a retention in flight when Kill is called
+// must not write its checkpoint after Kill returns (Kill leaves the files
+// as a crash would; the directory may be reopened at once). (From review.)
+func TestNoRetentionWriteAfterKill(t *testing.T) {
+	opts := smallSegments(1024)
+	opts.RetentionBytes = 1
+	dir := t.TempDir()
+	l := openWith30(t, dir, opts, 1)
+	l.waitIdle()
+	before, _ := readCheckpoint(filepath.Join(dir, logStartFile))
+	l.ckMu.Lock()
+	done := make(chan error)
+	go func() { _, err := l.ApplyRetention(); done <- err }()
+	for l.LogStartOffset() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	killed := make(chan struct{})
+	go func() { l.Kill(); close(killed) }()
+	time.Sleep(20 * time.Millisecond) // Kill waits for the retention in flight
+	l.ckMu.Unlock()
+	<-killed
+	atKill, _ := readCheckpoint(filepath.Join(dir, logStartFile))
+	<-done
+	after, _ := readCheckpoint(filepath.Join(dir, logStartFile))
+	if after != atKill {
+		t.Fatalf("log-start checkpoint changed after Kill returned: %d -> %d (before the retention: %d)", atKill, after, before)
+	}
+}
