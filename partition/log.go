@@ -148,10 +148,11 @@ type Log struct {
 	// shut mirrors closed for the lock-free readers (Read, Advanced);
 	// Close and Kill set both under mu.
 	shut atomic.Bool
-	// retiring counts retentions between detaching segments (under mu)
-	// and handing them on (retireStart); Close and Kill wait for them, so
-	// that nothing writes a checkpoint once they return.
-	retiring sync.WaitGroup
+	// ckWriters counts checkpoint writes outside mu (retentions between
+	// detaching segments and handing them on, Flush), added to under mu
+	// while not closed; Close and Kill wait for them, so that nothing
+	// writes a checkpoint once they return.
+	ckWriters sync.WaitGroup
 	// advanced is the channel Advanced hands out, closed and cleared at
 	// the next rise of hw (see Advanced); nil while nobody waits.
 	advanced atomic.Pointer[chan struct{}]
@@ -716,8 +717,16 @@ func (l *Log) Flush() error {
 	if err := l.waitDurable(end); err != nil {
 		return err
 	}
+	// The checkpoint's fsyncs run outside mu, so appends do not wait for
+	// them (every interval under SyncInterval).
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil // Close checkpoints everything itself
+	}
+	l.ckWriters.Add(1)
+	l.mu.Unlock()
+	defer l.ckWriters.Done()
 	return l.writeCheckpoints()
 }
 

@@ -187,7 +187,7 @@ func (l *Log) Close() error {
 	l.closed = true
 	l.shut.Store(true)
 	l.mu.Unlock()
-	l.retiring.Wait()
+	l.ckWriters.Wait()
 	// Parked readers wake to find the log closed.
 	l.wake()
 	close(l.stop)
@@ -370,7 +370,7 @@ func (l *Log) Kill() {
 	l.closed = true
 	l.shut.Store(true)
 	l.mu.Unlock()
-	l.retiring.Wait()
+	l.ckWriters.Wait()
 	l.wake()
 	if l.recycle != nil {
 		// A reader that drops a retired segment's last reference later

@@ -53,7 +53,7 @@ func (l *Log) ApplyRetention() (deleted int, err error) {
 		return 0, nil
 	}
 	retired := l.detachStartLocked(segs, n)
-	l.retiring.Add(1)
+	l.ckWriters.Add(1)
 	l.mu.Unlock()
 	return n, l.retireStart(retired)
 }
@@ -87,7 +87,7 @@ func (l *Log) DeleteRecordsBefore(offset int64) error {
 	// Even when the start is already past offset: the call that moved it
 	// may still be writing its checkpoint, and this one must not return
 	// before the start is durable. (From review.)
-	l.retiring.Add(1)
+	l.ckWriters.Add(1)
 	l.mu.Unlock()
 	return l.retireStart(retired)
 }
@@ -106,7 +106,7 @@ func (l *Log) detachStartLocked(segs []*segRef, n int) []*segRef {
 // retireStart checkpoints the log start (not under mu) and then hands the
 // segments detachStartLocked took off the list to the maintainer, which
 // drops the list's references and so deletes (or recycles) their files.
-// The caller added to l.retiring under mu.
+// The caller added to l.ckWriters under mu.
 //
 // Once the log is closed it writes nothing and only closes the segments:
 // Close writes the checkpoint itself and its maintainer has finished, and
@@ -115,7 +115,7 @@ func (l *Log) detachStartLocked(segs []*segRef, n int) []*segRef {
 // Files left stay below the log start, for the next Open to delete, or
 // part of the log again if the start did not reach the disk.
 func (l *Log) retireStart(retired []*segRef) error {
-	defer l.retiring.Done()
+	defer l.ckWriters.Done()
 	var err error
 	if !l.shut.Load() {
 		err = l.writeCheckpoints()

@@ -28,6 +28,10 @@ var (
 	ErrSealed = errcode.New(errcode.UnknownServerError, "segment sealed")
 	// ErrIO: any other I/O failure of the segment's files.
 	ErrIO = errcode.New(errcode.KafkaStorageError, "segment I/O error")
+	// ErrOffsetGap: an append whose base offset is not the one after the
+	// segment's last batch. Recovery reads a gap as the end of the data
+	// (Recover), so none may be written.
+	ErrOffsetGap = errcode.New(errcode.UnknownServerError, "offset gap in segment")
 )
 
 // WriteMode chooses how Append moves bytes into the file.
@@ -302,6 +306,9 @@ func (s *Segment) Append(b batch.Batch, baseOffset int64) (pos int64, err error)
 		return 0, fmt.Errorf("cannot append %d bytes at %d of %d: %w", n, s.size, s.opts.MaxBytes, ErrFull)
 	}
 	last := baseOffset + int64(b.LastOffsetDelta())
+	if s.size > 0 && baseOffset > s.nextOffset {
+		return 0, fmt.Errorf("cannot append at offset %d to segment %d, whose next offset is %d: %w", baseOffset, s.base, s.nextOffset, ErrOffsetGap)
+	}
 	if baseOffset < s.nextOffset || last-s.base > 1<<31-1 || s.IndexFull() {
 		return 0, fmt.Errorf("cannot index offset %d in segment %d: %w", last, s.base, ErrFull)
 	}

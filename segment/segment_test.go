@@ -99,7 +99,17 @@ func TestAppendRejects(t *testing.T) {
 	if _, err := s.Append(b, 0); !errors.Is(err, ErrFull) {
 		t.Fatalf("offset going backwards: %v", err)
 	}
-	if _, err := s.Append(b, 1<<31); !errors.Is(err, ErrFull) {
+	if _, err := s.Append(b, 1<<31); !errors.Is(err, ErrOffsetGap) {
+		t.Fatalf("offset gap: %v", err)
+	}
+	// An empty segment takes any first offset, but not one past int32 of
+	// its base (relative offsets in the index).
+	empty, err := Create(t.TempDir(), 0, testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer empty.Close()
+	if _, err := empty.Append(b, 1<<31); !errors.Is(err, ErrFull) {
 		t.Fatalf("relative offset overflow: %v", err)
 	}
 	if _, err := s.Append(testBatch(t, 2, 1, 70<<10), 1); !errors.Is(err, ErrFull) {
@@ -248,5 +258,29 @@ func TestVerifyFindsCorruption(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, FileName(0, ".index")), idx, 0o644)
 	if _, err := VerifyFile(path, 0); !errors.Is(err, ErrVerify) {
 		t.Fatalf("bad index entry: %v", err)
+	}
+}
+
+// TestAppendRefusesGap: after the first batch, an append must start at the
+// next offset: Recover reads a gap as the end of the data, so a segment
+// that took one would lose the batches after it in a crash. (From review.)
+func TestAppendRefusesGap(t *testing.T) {
+	s, err := Create(t.TempDir(), 0, testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Append(testBatch(t, 1, 2, 10), 0); err != nil {
+		t.Fatal(err)
+	}
+	size := s.Size()
+	if _, err := s.Append(testBatch(t, 2, 1, 10), 5); !errors.Is(err, ErrOffsetGap) {
+		t.Fatalf("append at 5 after offsets 0..1: %v, want ErrOffsetGap", err)
+	}
+	if s.Size() != size || s.NextOffset() != 2 {
+		t.Fatalf("refused append changed the segment: size %d, next %d", s.Size(), s.NextOffset())
+	}
+	if _, err := s.Append(testBatch(t, 3, 1, 10), 2); err != nil {
+		t.Fatalf("append at the next offset: %v", err)
 	}
 }
