@@ -241,7 +241,14 @@ func (l *Log) writeCheckpoints() error {
 	if err := writeCheckpoint(filepath.Join(l.dir, recoveryPointFile), l.dir, l.recoveryPoint.Load()); err != nil {
 		return err
 	}
-	return writeCheckpoint(filepath.Join(l.dir, logStartFile), l.dir, l.logStart.Load())
+	if err := writeCheckpoint(filepath.Join(l.dir, logStartFile), l.dir, l.logStart.Load()); err != nil {
+		return err
+	}
+	// The renames reach the disk with the directory: without this a crash
+	// could bring back an older log start after DeleteRecordsBefore
+	// returned, or after retention deleted the files (on a filesystem
+	// without a journal nothing orders the two). (From review.)
+	return fsutil.SyncDir(l.dir)
 }
 
 func listSegments(dir string) ([]int64, error) {
