@@ -258,3 +258,30 @@ func verifyDir(t *testing.T, dir string) {
 		}
 	}
 }
+
+// TestRecoverBatchOverLoweredLimit: a batch written under a larger
+// MaxBatchSize survives an unclean reopen with a smaller one; recovery
+// must not cut it (and drop what follows). (From review.)
+func TestRecoverBatchOverLoweredLimit(t *testing.T) {
+	dir := t.TempDir()
+	big := Options{MaxBatchSize: 1 << 20}
+	l, err := Open(dir, big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, size := range []int{100, 50_000, 100} {
+		if _, err := l.Append(makeBatch(t, i, 1, size, int64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Kill() // unclean: the next open scans
+	small := Options{MaxBatchSize: 10_000}
+	l, err = Open(dir, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.LogEndOffset() != 3 {
+		t.Fatalf("log end %d after an unclean reopen with a lower MaxBatchSize, want 3", l.LogEndOffset())
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -103,7 +104,11 @@ func Open(dir string, opts Options) (*Log, error) {
 		if l.recoveredFrom < 0 {
 			l.recoveredFrom = base
 		}
-		truncated, err := s.Recover(opts.MaxBatchSize, nil)
+		// No limit below the file's own size: a batch over today's
+		// MaxBatchSize was valid when written (max.message.bytes may have
+		// been lowered since), and cutting it would drop every batch and
+		// segment after it. The lengths stay bounded by the file.
+		truncated, err := s.Recover(math.MaxInt32, nil)
 		if err != nil {
 			return fail(err)
 		}
