@@ -465,7 +465,10 @@ func (p *Partition) writeMarker(m producer.Marker) (res AppendResult, wait bool,
 func (p *Partition) LastStableOffset() int64 {
 	hw := p.log.HighWatermark()
 	if fu := p.txns.firstUnstable.Load(); fu >= 0 && fu < hw {
-		return fu
+		// Not below the log start, as in Kafka: a transaction may begin
+		// below it (DeleteRecordsBefore cut into it), and a consumer that
+		// seeks to the LSO must find an offset it can fetch.
+		return max(fu, p.log.LogStartOffset())
 	}
 	return hw
 }

@@ -601,32 +601,29 @@ func TestLogEndBelowStartAfterCrash(t *testing.T) {
 	}
 }
 
-// TestDeleteRecordsDuringClose: DeleteRecordsBefore after Close began
-// reports ErrClosed; it must not queue work for the stopped maintainer (it
-// once panicked, sending on its closed queue). (From review.)
+// TestDeleteRecordsDuringClose: DeleteRecordsBefore racing Close returns
+// nil (before Close began) or ErrClosed, and never queues work for the
+// stopped maintainer (it once panicked, sending on its closed queue). (From
+// review.)
 func TestDeleteRecordsDuringClose(t *testing.T) {
 	opts := smallSegments(1024)
 	opts.Segment.Reserve = segment.ReserveZeroFill
-	l := openWith30(t, t.TempDir(), opts, 0)
-	l.waitIdle()
-	segs := *l.segs.Load()
-	// Stall the maintainer inside a retirement (the pool's lock), so that
-	// Close waits for it after closing the queue.
-	l.recycle.mu.Lock()
-	if err := l.DeleteRecordsBefore(segs[1].Base()); err != nil {
-		t.Fatal(err)
-	}
-	closed := make(chan error)
-	go func() { closed <- l.Close() }()
-	for !l.shut.Load() {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(20 * time.Millisecond)
-	err := l.DeleteRecordsBefore(segs[3].Base())
-	l.recycle.mu.Unlock()
-	<-closed
-	if !errors.Is(err, ErrClosed) {
-		t.Fatalf("DeleteRecordsBefore during Close: %v, want ErrClosed", err)
+	for round := range 20 {
+		l := openWith30(t, t.TempDir(), opts, 0)
+		l.waitIdle()
+		closed := make(chan error)
+		go func() { closed <- l.Close() }()
+		for off := int64(1); off < 30; off++ {
+			if err := l.DeleteRecordsBefore(off); err != nil && !errors.Is(err, ErrClosed) {
+				t.Fatalf("round %d: DeleteRecordsBefore(%d) racing Close: %v", round, off, err)
+			}
+		}
+		if err := <-closed; err != nil {
+			t.Fatal(err)
+		}
+		if err := l.DeleteRecordsBefore(29); !errors.Is(err, ErrClosed) {
+			t.Fatalf("DeleteRecordsBefore after Close: %v, want ErrClosed", err)
+		}
 	}
 }
 

@@ -134,5 +134,6 @@ func (l *Log) ActiveRecycled() bool {
 func (l *Log) ref(s *segment.Segment) *segRef {
 	r := newRef(s)
 	r.pool = l.recycle
+	r.logShut = &l.shut
 	return r
 }

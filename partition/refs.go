@@ -27,6 +27,14 @@ type segRef struct {
 	// pool, if set, takes the files of a deleted segment for recycling
 	// (immutable after creation).
 	pool *recyclePool
+	// logShut is the log's shut flag (immutable after creation): once the
+	// log is closed or killed, a last release closes the files without
+	// deleting them. The directory may have been renamed away and a new
+	// log made at its old path (DeleteTopic, then CreateTopic), whose
+	// files a late reader's release would otherwise delete by name; and
+	// after Kill nothing may change the files. What is left lies below the
+	// log start, for the next Open to delete. (From review.)
+	logShut *atomic.Bool
 }
 
 func newRef(s *segment.Segment) *segRef {
@@ -51,6 +59,8 @@ func (r *segRef) release() {
 	switch n := r.refs.Add(-1); {
 	case n == 0:
 		switch {
+		case r.delete.Load() && r.logShut != nil && r.logShut.Load():
+			_ = r.Segment.Close()
 		case r.delete.Load() && r.pool != nil:
 			_ = r.pool.retire(r.Segment)
 		case r.delete.Load():

@@ -116,7 +116,10 @@ func (l *Log) detachStartLocked(segs []*segRef, n int) []*segRef {
 // part of the log again if the start did not reach the disk.
 func (l *Log) retireStart(retired []*segRef) error {
 	defer l.ckWriters.Done()
-	var err error
+	// Once shut, nothing is written (Close writes the checkpoint itself,
+	// unless it fails; after Kill, nothing): say the start may not be
+	// durable.
+	var err error = ErrClosed
 	if !l.shut.Load() {
 		err = l.writeCheckpoints()
 	}
