@@ -7,8 +7,12 @@ import (
 	"time"
 
 	"github.com/idemlog/idemlog/partition"
+	"github.com/idemlog/idemlog/producer"
 	"github.com/idemlog/idemlog/segment"
 )
+
+// Producer state, reads and files around a log start that moved (retention,
+// DeleteRecordsBefore), across crashes and topic re-creation.
 
 // TestLateReleaseAfterDeleteTopic: a reader still holding a chunk of a
 // retired segment when its topic is deleted and created again lets go
@@ -82,5 +86,65 @@ func TestLSONotBelowLogStart(t *testing.T) {
 	p, _ = e.Partition("t", 0)
 	if lso, start := p.LastStableOffset(), p.Log().LogStartOffset(); lso != start {
 		t.Errorf("LSO %d after the crash, want the log start %d (the open transaction began below it)", lso, start)
+	}
+}
+
+// TestReplayFromSnapshotBelowLogStart: a transaction open at a roll
+// snapshot B commits at m (B < m) in the active segment, then
+// DeleteRecordsBefore(X > m) in the same segment, then a crash. Reopening
+// must replay from B, below the log start (ReadRetained). (From review: it
+// replayed from max(B, X), skipped the commit marker and left the
+// transaction open, pinning the LSO below the log start for ever.)
+func TestReplayFromSnapshotBelowLogStart(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{Partition: partition.Options{Segment: segment.Options{MaxBytes: 1024, IndexMaxBytes: 1024}}}
+	e := openEngine(t, dir, opts)
+	e.CreateTopic("t", 1)
+	p, _ := e.Partition("t", 0)
+	if _, err := p.Append(txnBatch(t, 1, 0, 0, 1)); err != nil { // txn of pid 1 opens at 0
+		t.Fatal(err)
+	}
+	seq := int32(0)
+	pdir := filepath.Join(dir, "t-0")
+	var snaps []int64
+	for i := 0; i < 100; i++ {
+		if _, err := p.Append(idem(t, 9, 0, seq, 20, time.Now().UnixMilli())); err != nil {
+			t.Fatal(err)
+		}
+		seq += 20
+		if snaps, _ = producer.ListSnapshots(pdir); len(snaps) > 0 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(snaps) == 0 {
+		t.Fatal("no roll snapshot")
+	}
+	B := snaps[len(snaps)-1]
+	r, err := p.WriteMarker(producer.Marker{ProducerID: 1, Epoch: 0, Commit: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Append(idem(t, 9, 0, seq, 1, time.Now().UnixMilli())); err != nil {
+		t.Fatal(err)
+	}
+	leo := p.Log().LogEndOffset()
+	if s, _ := producer.ListSnapshots(pdir); s[len(s)-1] != B || r.BaseOffset < B {
+		t.Fatalf("setup: snaps %v, marker at %d", s, r.BaseOffset)
+	}
+	if lso := p.LastStableOffset(); lso != leo {
+		t.Fatalf("LSO %d before crash, want %d", lso, leo)
+	}
+	X := r.BaseOffset + 1
+	if err := p.Log().DeleteRecordsBefore(X); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("snapshot at %d, marker at %d, log start %d, end %d", B, r.BaseOffset, X, leo)
+	e.Kill()
+	e = openEngine(t, dir, opts)
+	defer e.Close()
+	p, _ = e.Partition("t", 0)
+	if lso, hw := p.LastStableOffset(), p.Log().HighWatermark(); lso != hw {
+		t.Fatalf("after crash: LSO %d, hw %d, log start %d: committed txn reopened by replay skipping [%d,%d)", lso, hw, p.Log().LogStartOffset(), B, X)
 	}
 }
