@@ -168,6 +168,12 @@ type Log struct {
 	recoveryPoint atomic.Int64
 
 	ckMu sync.Mutex // serializes checkpoint file writes
+	// ckDurable holds the recovery point and log start that the
+	// checkpoint files last received, each followed by a sync of the
+	// directory (-1: none yet); under ckMu. A file whose value has not
+	// moved is not written again: a roll moves the recovery point, rarely
+	// the log start, and each file costs a write, an fsync and a rename.
+	ckDurable [2]int64
 
 	recoveredFrom int64 // set by Open; see RecoveredFrom
 

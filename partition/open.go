@@ -37,7 +37,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create partition dir: %w", err)
 	}
-	l := &Log{dir: dir, opts: opts, stop: make(chan struct{}), recoveredFrom: -1}
+	l := &Log{dir: dir, opts: opts, stop: make(chan struct{}), recoveredFrom: -1, ckDurable: [2]int64{-1, -1}}
 	if !opts.NoRecycle && opts.Segment.Reserve == segment.ReserveZeroFill {
 		l.recycle = &recyclePool{}
 	}
@@ -240,20 +240,34 @@ func (l *Log) Close() error {
 // writeCheckpoints persists the recovery point and log start offset. The
 // recovery point may lag what is durable; that costs only a longer
 // scan after a crash.
+//
+// A file whose value equals the one it last received (ckDurable) is not
+// written again; the directory is synced whatever was written, as callers
+// rely on it for their own entries (a Flush for a new segment's name).
 func (l *Log) writeCheckpoints() error {
 	l.ckMu.Lock()
 	defer l.ckMu.Unlock()
-	if err := writeCheckpoint(filepath.Join(l.dir, recoveryPointFile), l.dir, l.recoveryPoint.Load()); err != nil {
-		return err
-	}
-	if err := writeCheckpoint(filepath.Join(l.dir, logStartFile), l.dir, l.logStart.Load()); err != nil {
-		return err
+	values := [2]int64{l.recoveryPoint.Load(), l.logStart.Load()}
+	for i, name := range [2]string{recoveryPointFile, logStartFile} {
+		if values[i] == l.ckDurable[i] {
+			continue
+		}
+		// Until the directory sync below succeeds, the file's value is not
+		// known to be durable: a failure leaves it to be written again.
+		l.ckDurable[i] = -1
+		if err := writeCheckpoint(filepath.Join(l.dir, name), l.dir, values[i]); err != nil {
+			return err
+		}
 	}
 	// The renames reach the disk with the directory: without this a crash
 	// could bring back an older log start after DeleteRecordsBefore
 	// returned, or after retention deleted the files (on a filesystem
 	// without a journal nothing orders the two). (From review.)
-	return fsutil.SyncDir(l.dir)
+	if err := fsutil.SyncDir(l.dir); err != nil {
+		return err
+	}
+	l.ckDurable = values
+	return nil
 }
 
 func listSegments(dir string) ([]int64, error) {

@@ -20,6 +20,12 @@ import (
 // sends them to the device there and then (8 ms for 64 MiB here, so ~130 ms
 // for a 1 GiB segment). A crash before the files go leaves segments wholly
 // below the checkpointed log start, which Open deletes.
+//
+// ApplyRetention returns how many segments left the log. They have left it
+// even when err is not nil: the log start moved in memory and reads below
+// it fail, but err says the new start may not be durable (its checkpoint
+// failed, or the log was closed meanwhile), so the files were kept and a
+// crash may bring the segments back.
 func (l *Log) ApplyRetention() (deleted int, err error) {
 	l.mu.Lock()
 	if l.closed {

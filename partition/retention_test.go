@@ -157,3 +157,65 @@ func TestNoRetentionWriteAfterKill(t *testing.T) {
 		t.Fatalf("log-start checkpoint changed after Kill returned: %d -> %d (before the retention: %d)", atKill, after, before)
 	}
 }
+
+// TestCheckpointRewrittenOnlyWhenMoved: writeCheckpoints leaves a
+// checkpoint file whose value has not moved alone (the same inode: no
+// write, fsync or rename), rewrites the one that moved, and a log start
+// that retention moves reaches its file.
+func TestCheckpointRewrittenOnlyWhenMoved(t *testing.T) {
+	dir := t.TempDir()
+	l := openWith30(t, dir, smallSegments(1024), 1)
+	defer l.Close()
+	stat := func(name string) os.FileInfo {
+		t.Helper()
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi
+	}
+	value := func(name string) int64 {
+		t.Helper()
+		v, err := readCheckpoint(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	rp, ls := stat(recoveryPointFile), stat(logStartFile)
+	if got := value(recoveryPointFile); got != 30 {
+		t.Fatalf("recovery point checkpoint %d, want 30", got)
+	}
+	if _, err := l.Append(makeBatch(t, 30, 1, 200, 31)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if os.SameFile(rp, stat(recoveryPointFile)) || value(recoveryPointFile) != 31 {
+		t.Fatalf("recovery point checkpoint not rewritten: %d", value(recoveryPointFile))
+	}
+	if !os.SameFile(ls, stat(logStartFile)) {
+		t.Fatal("log start checkpoint rewritten though the log start did not move")
+	}
+	if err := l.DeleteRecordsBefore(10); err != nil {
+		t.Fatal(err)
+	}
+	if got := value(logStartFile); got != 10 {
+		t.Fatalf("log start checkpoint %d after DeleteRecordsBefore(10)", got)
+	}
+	// A failed write is written again: the durable values are forgotten.
+	l.ckMu.Lock()
+	l.ckDurable = [2]int64{-1, -1}
+	l.ckMu.Unlock()
+	ls = stat(logStartFile)
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if os.SameFile(ls, stat(logStartFile)) || value(logStartFile) != 10 {
+		t.Fatal("log start checkpoint not rewritten after its durable value was forgotten")
+	}
+}
