@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"sync/atomic"
 )
 
@@ -8,9 +9,12 @@ import (
 // for the first unstable offset (Kafka's LSO). It changes only under the
 // log's writer mutex (in append callbacks); readers load firstUnstable.
 type openTxns struct {
-	// byStart holds open transactions in the order they opened, which is
-	// first-offset order since offsets grow; closed ones are dropped from
-	// the front lazily.
+	// byStart holds open transactions in first-offset order; closed ones
+	// are dropped from the front lazily (and skipped elsewhere). Appends
+	// open them in that order, but a load from a snapshot does not: its
+	// entries come in the producer table's order, so begin inserts in
+	// place. (From review: the LSO after a restart was the first offset
+	// of whichever open transaction the snapshot listed first.)
 	byStart []openTxn
 	open    map[int64]int64 // pid -> first offset
 	// firstUnstable is the first offset of the oldest open transaction,
@@ -35,7 +39,11 @@ func (t *openTxns) begin(pid, first int64) {
 		return
 	}
 	t.open[pid] = first
-	t.byStart = append(t.byStart, openTxn{pid, first})
+	i := len(t.byStart)
+	for i > 0 && t.byStart[i-1].first > first {
+		i--
+	}
+	t.byStart = slices.Insert(t.byStart, i, openTxn{pid, first})
 	t.publish()
 }
 

@@ -40,18 +40,31 @@ func Check(s *pidtable.State, b batch.Batch) (dup Duplicate, isDup bool, err err
 	e, first := b.ProducerEpoch(), b.BaseSequence()
 	last := b.LastSequence()
 	if !known(s) {
+		// An unknown producer may start at any sequence (KIP-360), but
+		// not below epoch -1: a new entry's stored epoch is -1
+		// (NoProducerEpoch), which Kafka's checkProducerEpoch compares
+		// with. (From review: epoch -5 was written and stored.)
+		if e < batch.NoProducerEpoch {
+			return Duplicate{}, false, fmt.Errorf("cannot append producer %d: epoch %d: %w", b.ProducerID(), e, ErrInvalidProducerEpoch)
+		}
 		return Duplicate{}, false, checkTxn(s, b)
 	}
 	stored := s.Epoch()
 	if e == stored {
 		// The common case first: the batch that follows the newest one.
-		// It cannot repeat a cached batch: the cache holds batches of
-		// this epoch appended in order, so their sequences run up to the
-		// newest one's last, and five batches never span the 2^31
-		// sequences a wrap would need (a batch holds at most
-		// max.message.bytes / 7 records: under 2^31 / 5).
+		// The cache holds batches of this epoch appended in order, so
+		// their sequences run contiguously (mod 2^31) from the oldest
+		// one's first to the newest one's last, and the next sequence
+		// can be a cached batch's first only if that run covers all 2^31
+		// sequences: then it is the oldest batch's. A compressed batch
+		// can claim that many records in its header (its records are not
+		// counted here), so that one comparison stays. (From review: a
+		// retry of a batch of 1e9 claimed records after one reaching
+		// MaxInt32 was written again.)
 		if s.Count > 0 && inSequence(s.Newest().LastSeq, first) {
-			return Duplicate{}, false, checkTxn(s, b)
+			if o := s.At(0); batch.FirstSequence(o.LastSeq, o.OffsetDelta) != first {
+				return Duplicate{}, false, checkTxn(s, b)
+			}
 		}
 		for i := s.Len() - 1; i >= 0; i-- {
 			m := s.At(i)

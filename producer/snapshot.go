@@ -42,12 +42,17 @@ type SnapshotEntry struct {
 	TxnFirstOffset   int64 // -1: no open transaction
 }
 
-// EntryOf returns the snapshot entry of a producer's state.
+// EntryOf returns the snapshot entry of a producer's state. Its timestamp
+// is the producer's last timestamp, as Kafka's writeSnapshot stores it, not
+// the newest cached batch's: a marker moves the former (ApplyMarker) and
+// expiry, at load too, runs on it. (From review: after a same-epoch
+// commit the snapshot kept the older batch's timestamp, and a reopen
+// expired a producer that was live before the close.)
 func EntryOf(pid int64, s *pidtable.State) SnapshotEntry {
 	e := SnapshotEntry{ProducerID: pid, Epoch: s.Epoch(), LastSequence: -1, LastOffset: -1,
 		Timestamp: s.LastTimestamp, CoordinatorEpoch: s.CoordinatorEpoch(), TxnFirstOffset: s.TxnFirstOffset()}
 	if m := s.Newest(); m != nil {
-		e.LastSequence, e.LastOffset, e.OffsetDelta, e.Timestamp = m.LastSeq, m.LastOffset, m.OffsetDelta, m.Timestamp
+		e.LastSequence, e.LastOffset, e.OffsetDelta = m.LastSeq, m.LastOffset, m.OffsetDelta
 	}
 	return e
 }

@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/producer"
+)
+
+func reviewBatch(t *testing.T, pid int64, epoch int16, seq int32, n int, ts int64, txn bool) []byte {
+	t.Helper()
+	b := batch.NewBuilder(batch.CodecNone)
+	b.SetProducer(pid, epoch, seq)
+	b.SetTransactional(txn)
+	for i := range n {
+		b.Append(ts, nil, []byte{byte(i)}, nil)
+	}
+	out, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Clone(out)
+}
+
+// A clean restart must reproduce the same accept/reject decisions (spec
+// §2.6: the snapshot stores lastTimestamp; Kafka writeSnapshot uses
+// entry.lastTimestamp(), which a marker sets). idemlog's snapshot stores
+// the newest data batch's timestamp instead, so a producer whose last
+// activity was a marker expires at load although it was live before.
+func TestReviewRestartKeepsProducerLastTimestamp(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var clock atomic.Int64
+	clock.Store(t0.UnixMilli())
+	opts := Options{ProducerIDExpiration: time.Hour, Now: func() time.Time { return time.UnixMilli(clock.Load()) }}
+	e := openEngine(t, dir, opts)
+	if err := e.CreateTopic("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := e.Partition("t", 0)
+	pid := int64(7)
+	// Producer clock 50 minutes behind the engine's (spec §2.5 notes skew).
+	if _, err := p.Append(reviewBatch(t, pid, 0, 0, 2, t0.Add(-50*time.Minute).UnixMilli(), true)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: 0, CoordinatorEpoch: 0, Commit: true}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Store(t0.Add(30 * time.Minute).UnixMilli())
+	if n := p.ExpireProducers(); n != 0 || p.Producers() != 1 {
+		t.Fatalf("before restart: expired %d, producers %d", n, p.Producers())
+	}
+	// Before restart: a gap is out of order.
+	gap := reviewBatch(t, pid, 0, 10, 1, clock.Load(), false)
+	if _, err := p.Append(gap); !errors.Is(err, producer.ErrOutOfOrderSequence) {
+		t.Fatalf("before restart: gap got %v", err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openEngine(t, dir, opts)
+	defer e.Close()
+	p, _ = e.Partition("t", 0)
+	if p.Producers() != 1 {
+		t.Errorf("after restart at the same clock: %d producers, want 1 (state was live before close)", p.Producers())
+	}
+	if _, err := p.Append(gap); !errors.Is(err, producer.ErrOutOfOrderSequence) {
+		t.Errorf("after restart: same gap batch got %v, want out-of-order (decision changed by restart)", err)
+	}
+}
+
+// Spec §2.3 rule 5 / Kafka ProducerAppendInfo.checkProducerEpoch: epoch
+// below -1 for a new producer is INVALID_PRODUCER_EPOCH, nothing written.
+func TestReviewEngineNegativeEpochRejected(t *testing.T) {
+	e := openEngine(t, t.TempDir(), Options{})
+	defer e.Close()
+	e.CreateTopic("t", 1)
+	p, _ := e.Partition("t", 0)
+	r, err := p.Append(reviewBatch(t, 3, -7, 0, 1, time.Now().UnixMilli(), false))
+	if !errors.Is(err, producer.ErrInvalidProducerEpoch) {
+		t.Fatalf("epoch -7: result %+v err %v, want ErrInvalidProducerEpoch; LEO %d", r, err, p.Log().LogEndOffset())
+	}
+}
+
+// Engine-level form of producer TestReviewRetryAfterWrapIsDuplicate: the
+// retry of a cached batch is written a second time.
+func TestReviewEngineRetryAfterWrapWrittenTwice(t *testing.T) {
+	e := openEngine(t, t.TempDir(), Options{})
+	defer e.Close()
+	e.CreateTopic("t", 1)
+	p, _ := e.Partition("t", 0)
+	mkz := func(seq, n int32) []byte {
+		b := batch.NewBuilder(batch.CodecGzip)
+		b.SetProducer(9, 0, seq)
+		b.Append(time.Now().UnixMilli(), nil, []byte{1}, nil)
+		out, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := batch.Batch(bytes.Clone(out))
+		binary.BigEndian.PutUint32(c[23:], uint32(n-1))
+		binary.BigEndian.PutUint32(c[57:], uint32(n))
+		binary.BigEndian.PutUint32(c[17:], c.ComputeCRC())
+		return c
+	}
+	a := mkz(0, 1_000_000_001)
+	b := mkz(1_000_000_001, math.MaxInt32-1_000_000_000)
+	ra, err := p.Append(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Append(b); err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.Append(a)
+	if err != nil || !r.Duplicate || r.BaseOffset != ra.BaseOffset {
+		t.Fatalf("retry of a: %+v err %v, want duplicate at %d", r, err, ra.BaseOffset)
+	}
+}
