@@ -207,6 +207,12 @@ func (s *Segment) Recover(maxBatchSize int, visit func(b batch.Batch)) (truncate
 	}
 	s.bytesSinceIndex, s.nextOffset = 0, s.base
 	s.maxTimestamp, s.maxTimestampOff, s.firstTimestamp = -1, s.base, -1
+	// An index error is no reason to cut data: a full index (an index
+	// limit lowered since the segment was written) leaves the rest of the
+	// batches unindexed (index). (From review: the rebuild stopped there,
+	// and the open deleted every later segment as if the batch were torn.)
+	s.recovering = true
+	defer func() { s.recovering = false }()
 	var pos int64
 	for pos < fileSize {
 		rest := s.data[pos:fileSize]

@@ -174,6 +174,7 @@ type Segment struct {
 	firstTimestamp  int64 // maxTimestamp of the first append, for time-based rolls
 	sealed          bool
 	indexSuspect    bool                   // an index was missing or corrupt at open: Recover rebuilds it
+	recovering      bool                   // Recover is running: a full index leaves batches unindexed (index)
 	recycled        int64                  // bytes of an older segment the file held (recycle.go); set before the first append
 	hdr             [batch.HeaderSize]byte // pwrite scratch
 	// Staging (SetStaging): appends are copied into stage, whose first
@@ -406,7 +407,13 @@ func (s *Segment) index(b batch.Batch, baseOffset, pos int64) error {
 	if ts > s.maxTimestamp {
 		s.maxTimestamp, s.maxTimestampOff = ts, last
 	}
-	if s.bytesSinceIndex > s.opts.IndexIntervalBytes {
+	// Recover keeps a batch that a full index cannot take (the segment
+	// was written before segment.index.bytes was lowered): the indexes
+	// stay sparse past it, which lookups, scanning forward from the last
+	// entry, only pay for in time; an active segment then rolls (Fits).
+	// Appends never meet a full index: Fits rolls first.
+	skip := s.recovering && s.IndexFull()
+	if s.bytesSinceIndex > s.opts.IndexIntervalBytes && !skip {
 		if err := s.offsets.Append(last, pos); err != nil {
 			return fmt.Errorf("cannot index batch at %d: %w", pos, err)
 		}
