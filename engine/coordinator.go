@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -304,6 +305,14 @@ func (c *Coordinator) InitProducerIDExpected(id string, timeout time.Duration, e
 		}
 		return m.pid, m.epoch, nil
 	}
+	if stuckDecided(m) {
+		// Complete what an earlier end decided before fencing (its
+		// markers carry its epoch); failing that, the client retries.
+		if err := c.complete(m); err != nil {
+			return 0, 0, fmt.Errorf("cannot init producer %q: transaction %v (%v): %w", id, m.state, err, ErrConcurrentTransactions)
+		}
+		m = c.txns[id]
+	}
 	switch m.state {
 	case TxnPrepareCommit, TxnPrepareAbort:
 		return 0, 0, fmt.Errorf("cannot init producer %q: transaction %v: %w", id, m.state, ErrConcurrentTransactions)
@@ -455,7 +464,19 @@ func (c *Coordinator) endTxnV1(id string, pid int64, epoch int16, commit bool) (
 	case m.state == TxnCompleteCommit && commit, m.state == TxnCompleteAbort && !commit:
 		return m.pid, m.epoch, nil // retry of a finished end
 	case m.state == TxnPrepareCommit && commit, m.state == TxnPrepareAbort && !commit:
-		return -1, -1, fmt.Errorf("cannot end %q: %v: %w", id, m.state, ErrConcurrentTransactions)
+		if !stuckDecided(m) {
+			return -1, -1, fmt.Errorf("cannot end %q: %v: %w", id, m.state, ErrConcurrentTransactions)
+		}
+		// An earlier attempt decided but failed to complete: write the
+		// markers now, as endTxnV2 does. (From review: a version-1
+		// transaction stayed PrepareX, pinning its partitions' LSO, until
+		// a restart.)
+		// The answer stays 3.5's CONCURRENT_TRANSACTIONS: the client's
+		// retry finds the transaction complete.
+		if err := c.complete(m); err != nil {
+			return -1, -1, fmt.Errorf("cannot end %q: %v in progress (%v): %w", id, m.state, err, ErrConcurrentTransactions)
+		}
+		return -1, -1, fmt.Errorf("cannot end %q: %v completed, retry: %w", id, m.state, ErrConcurrentTransactions)
 	}
 	return -1, -1, fmt.Errorf("cannot end %q (commit %v) in state %v: %w", id, commit, m.state, ErrInvalidTxnState)
 }
@@ -716,20 +737,56 @@ var decidingHook func(id string)
 
 // AbortTimedOut aborts, with an epoch bump that fences the producer, every
 // ongoing transaction older than its timeout (3.6), and returns how many.
+// It also writes the missing markers of every decided transaction whose
+// completion failed (PrepareCommit or PrepareAbort, not being decided), as
+// Kafka's marker sender keeps retrying in the background: run periodically,
+// it completes them once the cause is gone. One id's failure does not stop
+// the others; the errors are joined.
 func (c *Coordinator) AbortTimedOut() (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.e.opts.Now().UnixMilli()
+	timedOut := func(m *txnMeta) bool {
+		return m != nil && m.state == TxnOngoing && m.start >= 0 && m.start+m.timeout.Milliseconds() < now
+	}
+	// endLocked releases the mutex while a decision syncs, when other
+	// requests may change any id's state: the ids are collected first and
+	// each is looked up again, to act on its state of the moment.
+	var ends, completes []string
+	for id, m := range c.txns {
+		switch {
+		case timedOut(m):
+			ends = append(ends, id)
+		case stuckDecided(m):
+			completes = append(completes, id)
+		}
+	}
 	n := 0
-	for _, m := range c.txns {
-		if m.state == TxnOngoing && m.start >= 0 && m.start+m.timeout.Milliseconds() < now {
+	var errs []error
+	for _, id := range ends {
+		if m := c.txns[id]; timedOut(m) {
 			if err := c.endLocked(m, false, true, m.tv2); err != nil {
-				return n, err
+				errs = append(errs, err)
+				continue
 			}
 			n++
 		}
 	}
-	return n, nil
+	for _, id := range completes {
+		if m := c.txns[id]; stuckDecided(m) {
+			if err := c.complete(m); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// stuckDecided reports whether m's transaction is decided but its
+// completion failed: a marker write or the completion record (not one
+// whose decision is still being synced, which its EndTxn completes).
+func stuckDecided(m *txnMeta) bool {
+	return m != nil && (m.state == TxnPrepareCommit || m.state == TxnPrepareAbort) && !m.deciding
 }
 
 // State returns the id's producer id, epoch and state, for tools and tests.

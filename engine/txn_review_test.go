@@ -7,6 +7,7 @@ import (
 	"github.com/idemlog/idemlog/producer"
 	"github.com/idemlog/idemlog/segment"
 	"github.com/idemlog/idemlog/txnindex"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -103,5 +104,72 @@ func TestReviewBAbortIndexLSOAfterRestartLeaksAbortedData(t *testing.T) {
 	}
 	if string(seen) != "b" {
 		t.Fatalf("read_committed delivered %q, want %q (X and Y were aborted)", seen, "b")
+	}
+}
+
+// Transactions version 1: when writing a marker fails, EndTxn returns the
+// error and leaves the id in PrepareCommit. Kafka's marker channel keeps
+// retrying the markers until every partition has them and then writes
+// CompleteCommit (TransactionMarkerChannelManager; spec 3.7: "retries until
+// every partition acknowledges"). Here nothing ever retries them for a
+// version-1 transaction: EndTxn retries answer CONCURRENT_TRANSACTIONS
+// for ever (endTxnV2 retries the markers, endTxnV1 does not), InitProducerID
+// too, and the timeout sweep skips Prepare states, so the partition that
+// missed its marker keeps its LSO pinned until a restart.
+func TestReviewBV1MarkerFailureNeverRetried(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Now().UnixMilli())
+	clock := func() time.Time { return time.UnixMilli(now.Load()) }
+	dir := t.TempDir()
+	e := openEngine(t, dir, Options{MaxProducersPerPartition: 1, ProducerIDExpiration: time.Hour, Now: clock})
+	defer e.Close()
+	e.CreateTopic("out", 2)
+	p0, _ := e.Partition("out", 0)
+	p1, _ := e.Partition("out", 1)
+	// Another producer fills out-1's producer table.
+	if _, err := p1.Append(idem(t, 99, 0, 0, 1, now.Load())); err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.Coordinator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, epoch, err := c.InitProducerID("tx", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := []TopicPartitionRef{{"out", 0}, {"out", 1}}
+	if err := c.AddPartitions("tx", pid, epoch, parts, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p0.Append(txnBatch(t, pid, epoch, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.EndTxn("tx", pid, epoch, true); err == nil {
+		t.Fatal("expected the out-1 marker to fail (producer table full)")
+	} else {
+		t.Logf("first EndTxn: %v", err)
+	}
+	// The cause goes away: out-1's idle producer expires.
+	now.Add((2 * time.Hour).Milliseconds())
+	if n := p1.ExpireProducers(); n != 1 {
+		t.Fatalf("expired %d", n)
+	}
+	// The client retries EndTxn, as it does on CONCURRENT_TRANSACTIONS.
+	for i := range 5 {
+		_, _, err = c.EndTxn("tx", pid, epoch, true)
+		if err == nil {
+			break
+		}
+		t.Logf("retry %d: %v", i, err)
+		if _, err := c.AbortTimedOut(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, st, _ := c.State("tx"); st != TxnCompleteCommit {
+		t.Errorf("state %v after the markers became writable and EndTxn was retried, want CompleteCommit", st)
+	}
+	if _, _, err := c.InitProducerID("tx", time.Minute); err != nil {
+		t.Errorf("InitProducerID afterwards: %v", err)
 	}
 }
