@@ -7,6 +7,8 @@ import (
 	"github.com/idemlog/idemlog/producer"
 	"github.com/idemlog/idemlog/segment"
 	"github.com/idemlog/idemlog/txnindex"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -171,5 +173,80 @@ func TestReviewBV1MarkerFailureNeverRetried(t *testing.T) {
 	}
 	if _, _, err := c.InitProducerID("tx", time.Minute); err != nil {
 		t.Errorf("InitProducerID afterwards: %v", err)
+	}
+}
+
+// Under SyncAlways (the policy the coordinator's doc says gives atomicity
+// across machine crashes) the Ongoing record of AddPartitions is not
+// synced, while the transaction's data is. A machine crash that loses that
+// record leaves the previous transaction's CompleteCommit at the same
+// epoch (version 1 keeps the epoch), and the orphan sweep then COMMITS the
+// new, never-committed transaction's data: read_committed shows records the
+// client never committed (it would have aborted or retried).
+func TestReviewBOrphanSweepCommitsUncommittedTV1Txn(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, alwaysOptions)
+	e.CreateTopic("out", 1)
+	p, _ := e.Partition("out", 0)
+	c, err := e.Coordinator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, epoch, err := c.InitProducerID("tx", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := []TopicPartitionRef{{"out", 0}}
+	// Transaction 1: committed.
+	if err := c.AddPartitions("tx", pid, epoch, ref, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Append(valueBatch(t, pid, 0, true, 'a')); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.EndTxn("tx", pid, epoch, true); err != nil {
+		t.Fatal(err)
+	}
+	// Transaction 2: started, data written (and synced), never ended.
+	if err := c.AddPartitions("tx", pid, epoch, ref, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Append(valueBatch(t, pid, 1, true, 'X')); err != nil {
+		t.Fatal(err)
+	}
+	// Where the unsynced Ongoing record starts in __transaction_state.
+	sl := c.log.Log()
+	ch, err := sl.Read(0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := 0
+	for data := ch.Data; len(data) > 0; {
+		n, _ := batch.Size(data)
+		if len(data) == n {
+			break // the last batch: transaction 2's Ongoing record
+		}
+		pos += n
+		data = data[n:]
+	}
+	ch.Release()
+	e.Kill()
+	// Machine crash: the unsynced tail of __transaction_state is lost.
+	f, err := os.OpenFile(filepath.Join(dir, txnStateTopic+"-0", segment.FileName(0, ".log")), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, 512), int64(pos)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	e = openEngine(t, dir, alwaysOptions)
+	defer e.Close()
+	if _, err := e.Coordinator(); err != nil {
+		t.Fatal(err)
+	}
+	p, _ = e.Partition("out", 0)
+	if got := string(readCommittedValues(t, p)); got != "a" {
+		t.Fatalf("read_committed after recovery: %q, want %q (transaction 2 was never committed)", got, "a")
 	}
 }
