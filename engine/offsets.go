@@ -392,7 +392,47 @@ func (e *Engine) CommitOffsets(group string, offsets map[TopicPartition]OffsetAn
 // coordinator writes pid's COMMIT marker to the group's __consumer_offsets
 // partition (an ABORT drops them). A fenced epoch fails with the
 // producer's ErrInvalidProducerEpoch.
+//
+// It trusts the caller that the transaction is ongoing with the group's
+// partition in it, as Partition.Append trusts a transactional batch: a
+// front end serving requests uses Coordinator.TxnCommitOffsets, which
+// verifies.
 func (e *Engine) TxnCommitOffsets(group string, pid int64, epoch int16, offsets map[TopicPartition]OffsetAndMetadata) error {
+	return e.txnCommitOffsets(group, pid, epoch, offsets, nil)
+}
+
+// TxnCommitOffsets is Engine.TxnCommitOffsets verified against the
+// coordinator (KIP-890 part 1, engine/verify.go): transactional id id maps
+// to pid at epoch, and its transaction is ongoing with the group's
+// __consumer_offsets partition in it (AddOffsetsToTxn), until the commit is
+// written; otherwise ErrInvalidTxnState (or the lookup's
+// ErrInvalidProducerIDMapping, ErrProducerFenced) and nothing is written.
+// A late TxnOffsetCommit of an ended transaction would otherwise open a
+// transaction in that partition that no coordinator ends. (From review.)
+func (c *Coordinator) TxnCommitOffsets(id, group string, pid int64, epoch int16, offsets map[TopicPartition]OffsetAndMetadata) error {
+	e := c.e
+	if pid < 0 {
+		return fmt.Errorf("cannot commit offsets of group %q: producer id %d: %w", group, pid, ErrInvalidOffsetCommit)
+	}
+	ref, err := e.OffsetsPartition(group)
+	if err != nil {
+		return err
+	}
+	p, err := e.Partition(ref.Topic, int(ref.Partition))
+	if err != nil {
+		return err
+	}
+	var ver Verification
+	if !p.TxnOpen(pid) {
+		ver = p.BeginVerification(pid)
+		if err := c.Verify(id, pid, epoch, ref); err != nil {
+			return fmt.Errorf("cannot commit offsets of group %q: %w", group, err)
+		}
+	}
+	return e.txnCommitOffsets(group, pid, epoch, offsets, &ver)
+}
+
+func (e *Engine) txnCommitOffsets(group string, pid int64, epoch int16, offsets map[TopicPartition]OffsetAndMetadata, ver *Verification) error {
 	if pid < 0 {
 		return fmt.Errorf("cannot commit offsets of group %q: producer id %d: %w", group, pid, ErrInvalidOffsetCommit)
 	}
@@ -416,7 +456,7 @@ func (e *Engine) TxnCommitOffsets(group string, pid int64, epoch int16, offsets 
 		op.markers = map[int64][]markerSeen{}
 	}
 	op.mu.Unlock()
-	res, err := op.p.Append(b)
+	res, err := op.p.appendWith(b, func(b []byte) (AppendResult, bool, error) { return op.p.writeVerified(b, true, ver) })
 	if err == nil && offsetsAppendedHook != nil {
 		offsetsAppendedHook(op.p, pid, epoch)
 	}

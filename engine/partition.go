@@ -46,6 +46,8 @@ type Partition struct {
 	// snap is the snapshot image buffer, used only under the log's writer
 	// mutex (the Snapshot callback).
 	snap producer.SnapshotWriter
+	// verify holds the tokens of transaction verifications (verify.go).
+	verify verifier
 }
 
 // markerHook is the type of Partition.onMarker.
@@ -170,6 +172,12 @@ func (p *Partition) writeBuilt(b []byte) (res AppendResult, wait bool, err error
 }
 
 func (p *Partition) writeChecked(b []byte, untrusted bool) (res AppendResult, wait bool, err error) {
+	return p.writeVerified(b, untrusted, nil)
+}
+
+// writeVerified is writeChecked with a verification (ver not nil): see
+// AppendNoWaitVerified.
+func (p *Partition) writeVerified(b []byte, untrusted bool, ver *Verification) (res AppendResult, wait bool, err error) {
 	validate := batch.ValidateBuilt
 	if untrusted {
 		validate = batch.ValidateProduce
@@ -186,12 +194,12 @@ func (p *Partition) writeChecked(b []byte, untrusted bool) (res AppendResult, wa
 		}
 		return AppendResult{BaseOffset: r.BaseOffset, LastOffset: r.LastOffset, LogAppendTime: -1}, wait, nil
 	}
-	res, wait, err = p.appendIdempotent(v)
+	res, wait, err = p.appendIdempotent(v, ver)
 	res.LogAppendTime = -1
 	return res, wait, err
 }
 
-func (p *Partition) appendIdempotent(v batch.Batch) (AppendResult, bool, error) {
+func (p *Partition) appendIdempotent(v batch.Batch, ver *Verification) (AppendResult, bool, error) {
 	pid := v.ProducerID()
 	ent, created, err := p.producers.Acquire(pid)
 	if err != nil {
@@ -199,6 +207,12 @@ func (p *Partition) appendIdempotent(v batch.Batch) (AppendResult, bool, error) 
 	}
 	st := ent.State()
 	dup, isDup, err := producer.Check(st, v)
+	if err == nil && !isDup && ver != nil && v.IsTransactional() && st.TxnFirstOffset() < 0 &&
+		!p.verify.verified(pid, ver.token) {
+		// Held since Acquire, pid's entry keeps its markers out until the
+		// write is done: the token and the open transaction are current.
+		err = errUnverified(p, pid)
+	}
 	if err != nil || isDup {
 		if created {
 			// An entry made for a batch that was not written holds no
@@ -442,7 +456,13 @@ func (p *Partition) writeMarker(m producer.Marker) (res AppendResult, wait bool,
 	v := batch.Batch(batch.AppendMarker(buf[:0], batch.Marker{Type: typ, ProducerID: m.ProducerID,
 		ProducerEpoch: m.Epoch, CoordinatorEpoch: m.CoordinatorEpoch, Timestamp: ts}))
 	var indexErr error
-	r, wait, err := p.log.AppendBatch(v, func(base int64) { indexErr = p.applyMarker(st, m, base, ts) })
+	r, wait, err := p.log.AppendBatch(v, func(base int64) {
+		indexErr = p.applyMarker(st, m, base, ts)
+		// The transaction ended: a verification taken before this marker
+		// no longer holds (verify.go). Under pid's entry, held until the
+		// Release below.
+		p.verify.clear(m.ProducerID)
+	})
 	if err != nil && created {
 		p.producers.Remove(ent)
 	} else {

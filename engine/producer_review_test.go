@@ -123,3 +123,100 @@ func TestReviewEngineRetryAfterWrapWrittenTwice(t *testing.T) {
 		t.Fatalf("retry of a: %+v err %v, want duplicate at %d", r, err, ra.BaseOffset)
 	}
 }
+
+// KIP-890 part 1 (spec §3.10): a verification is valid only while its guard
+// holds; any marker clears it, so a transactional append verified before an
+// abort marker and applied after it must get INVALID_TXN_STATE instead of
+// opening a transaction the coordinator no longer knows (hanging txn).
+// kafka/produce.go ran Coordinator.Verify and Partition.AppendNoWait as two
+// unguarded steps (from review); this test runs that interleaving
+// deterministically through the guarded steps (verify.go), and the cases
+// around it.
+func TestReviewVerifyThenAbortThenAppendHangs(t *testing.T) {
+	e := openEngine(t, t.TempDir(), Options{})
+	defer e.Close()
+	if err := e.CreateTopic("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := e.Partition("t", 0)
+	c, err := e.Coordinator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, epoch, err := c.InitProducerID("x", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := TopicPartitionRef{Topic: "t", Partition: 0}
+	if err := c.AddPartitions("x", pid, epoch, []TopicPartitionRef{tp}, false); err != nil {
+		t.Fatal(err)
+	}
+	b := reviewBatch(t, pid, epoch, 0, 1, time.Now().UnixMilli(), true)
+	// Produce handler, step 1: not open in the partition -> verify.
+	if p.TxnOpen(pid) {
+		t.Fatal("open before any data")
+	}
+	ver := p.BeginVerification(pid)
+	if err := c.Verify("x", pid, epoch, tp); err != nil {
+		t.Fatal(err)
+	}
+	// Concurrently the client aborts (TV1: markers keep the epoch).
+	if _, _, err := c.EndTxn("x", pid, epoch, false); err != nil {
+		t.Fatal(err)
+	}
+	// Produce handler, step 2: the append.
+	_, _, err = p.AppendNoWaitVerified(b, ver)
+	_, _, state, _ := c.State("x")
+	if !errors.Is(err, ErrInvalidTxnState) {
+		t.Errorf("append after abort: %v, want INVALID_TXN_STATE; coordinator state %v, partition LSO %d, HW %d",
+			err, state, p.LastStableOffset(), p.Log().HighWatermark())
+	}
+	if p.LastStableOffset() != p.Log().HighWatermark() {
+		t.Fatalf("LSO %d below HW %d: a transaction was left open", p.LastStableOffset(), p.Log().HighWatermark())
+	}
+
+	// The next transaction, verified with no end in between, appends; a
+	// batch that continues it needs no token (the zero Verification).
+	if err := c.AddPartitions("x", pid, epoch, []TopicPartitionRef{tp}, false); err != nil {
+		t.Fatal(err)
+	}
+	ver = p.BeginVerification(pid)
+	if err := c.Verify("x", pid, epoch, tp); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.AppendNoWaitVerified(b, ver); err != nil {
+		t.Fatalf("verified append: %v", err)
+	}
+	if !p.TxnOpen(pid) {
+		t.Fatal("no transaction open after the verified append")
+	}
+	b2 := reviewBatch(t, pid, epoch, 1, 1, time.Now().UnixMilli(), true)
+	if _, _, err := p.AppendNoWaitVerified(b2, Verification{}); err != nil {
+		t.Fatalf("append continuing the open transaction: %v", err)
+	}
+	// Seen open, then ended before the append: the zero Verification
+	// cannot open a new one.
+	if _, _, err := c.EndTxn("x", pid, epoch, true); err != nil {
+		t.Fatal(err)
+	}
+	b3 := reviewBatch(t, pid, epoch, 2, 1, time.Now().UnixMilli(), true)
+	if _, _, err := p.AppendNoWaitVerified(b3, Verification{}); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("unverified append opening a transaction: %v, want INVALID_TXN_STATE", err)
+	}
+	// A token taken before the commit's marker is stale too.
+	if _, _, err := p.AppendNoWaitVerified(b3, ver); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("append with a token older than the last marker: %v, want INVALID_TXN_STATE", err)
+	}
+	// A refused append changed nothing: the retry with a fresh
+	// verification of a new transaction appends at sequence 2.
+	if err := c.AddPartitions("x", pid, epoch, []TopicPartitionRef{tp}, false); err != nil {
+		t.Fatal(err)
+	}
+	ver = p.BeginVerification(pid)
+	if err := c.Verify("x", pid, epoch, tp); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.AppendNoWaitVerified(b3, ver); err != nil {
+		t.Fatalf("verified append after refusals: %v", err)
+	}
+}

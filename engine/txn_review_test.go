@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"errors"
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/partition"
 	"github.com/idemlog/idemlog/producer"
@@ -248,5 +249,55 @@ func TestReviewBOrphanSweepCommitsUncommittedTV1Txn(t *testing.T) {
 	p, _ = e.Partition("out", 0)
 	if got := string(readCommittedValues(t, p)); got != "a" {
 		t.Fatalf("read_committed after recovery: %q, want %q (transaction 2 was never committed)", got, "a")
+	}
+}
+
+// A TxnOffsetCommit that arrives after its transaction ended (a delayed
+// request of a TV1 producer, same pid and epoch: what kafka/txn.go passed
+// straight to TxnCommitOffsets before review) must be refused (KIP-890 part 1 verification:
+// INVALID_TXN_STATE / TRANSACTION_ABORTABLE; spec 3.10, 6.1). Here it is
+// accepted: the group's offsets stay pending for ever (UNSTABLE_OFFSET_COMMIT,
+// spec 3.4) and the __consumer_offsets partition's LSO is pinned: no timeout
+// or later EndTxn ends it, since the coordinator does not know about it.
+func TestReviewBLateTxnOffsetCommitAfterAbortHangs(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, Options{})
+	defer e.Close()
+	c, err := e.Coordinator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const group = "g"
+	ref, err := e.OffsetsPartition(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, epoch, err := c.InitProducerID("tx", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddPartitions("tx", pid, epoch, []TopicPartitionRef{ref}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.EndTxn("tx", pid, epoch, false); err != nil {
+		t.Fatal(err)
+	}
+	tp := TopicPartition{"in", 0}
+	// The late TxnOffsetCommit of the aborted transaction, through the
+	// verified entry point the listener (kafka/txn.go) now uses.
+	err = c.TxnCommitOffsets("tx", group, pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {42, ""}})
+	if !errors.Is(err, ErrInvalidTxnState) {
+		t.Errorf("TxnCommitOffsets after the transaction was aborted: %v, want INVALID_TXN_STATE", err)
+	}
+	// Time passes; the coordinator's timeout sweep runs.
+	if _, err := c.AbortTimedOut(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.FetchOffsets(group, []TopicPartition{tp}, true); err != nil {
+		t.Errorf("FetchOffsets(requireStable) with no transaction in progress: %v", err)
+	}
+	p, _ := e.Partition(ref.Topic, int(ref.Partition))
+	if lso, hw := p.LastStableOffset(), p.Log().HighWatermark(); lso != hw {
+		t.Errorf("%s-%d LSO %d, HW %d: a hanging transaction no coordinator knows", ref.Topic, ref.Partition, lso, hw)
 	}
 }

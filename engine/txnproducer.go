@@ -138,5 +138,5 @@ func (tp *TransactionalProducer) SendOffsets(group string, offsets map[TopicPart
 		}
 		tp.added[p] = true
 	}
-	return e.TxnCommitOffsets(group, tp.pid, tp.epoch, offsets)
+	return tp.c.TxnCommitOffsets(tp.id, group, tp.pid, tp.epoch, offsets)
 }

@@ -49,15 +49,30 @@ func (s *Server) produce(r *kmsg.ProduceRequest) pending {
 			if err == nil {
 				p, err = s.eng.Partition(rt.Topic, int(rp.Partition))
 			}
-			if b := batch.Batch(rp.Records); err == nil && txnPID >= 0 && len(b) >= batch.HeaderSize &&
-				b.IsTransactional() && !p.TxnOpen(txnPID) {
-				err = s.coord.Verify(*r.TransactionID, txnPID, b.ProducerEpoch(),
-					engine.TopicPartitionRef{Topic: rt.Topic, Partition: rp.Partition})
+			// A transactional batch is verified (KIP-890 part 1): one that
+			// would open a transaction in the partition only with a token
+			// taken before the coordinator's check and still valid at the
+			// append (engine/verify.go); one that continues an open
+			// transaction needs none, but fails the same way if that
+			// transaction ended in between.
+			verified := false
+			var ver engine.Verification
+			if b := batch.Batch(rp.Records); err == nil && txnPID >= 0 && len(b) >= batch.HeaderSize && b.IsTransactional() {
+				verified = true
+				if !p.TxnOpen(txnPID) {
+					ver = p.BeginVerification(txnPID)
+					err = s.coord.Verify(*r.TransactionID, txnPID, b.ProducerEpoch(),
+						engine.TopicPartitionRef{Topic: rt.Topic, Partition: rp.Partition})
+				}
 			}
 			if err == nil {
 				var res engine.AppendResult
 				var wait bool
-				res, wait, err = p.AppendNoWait(rp.Records)
+				if verified {
+					res, wait, err = p.AppendNoWaitVerified(rp.Records, ver)
+				} else {
+					res, wait, err = p.AppendNoWait(rp.Records)
+				}
 				if err == nil {
 					out.BaseOffset = res.BaseOffset
 					out.LogStartOffset = p.Log().LogStartOffset()

@@ -133,7 +133,7 @@ func (s *Server) txnOffsetCommit(r *kmsg.TxnOffsetCommitRequest) kmsg.Response {
 		}
 	}
 	if err == nil {
-		err = s.eng.TxnCommitOffsets(r.Group, r.ProducerID, r.ProducerEpoch, offsets)
+		err = s.coord.TxnCommitOffsets(r.TransactionalID, r.Group, r.ProducerID, r.ProducerEpoch, offsets)
 	}
 	code := s.code(kmsg.TxnOffsetCommit, err)
 	for _, rt := range r.Topics {

@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Transaction verification (KIP-890 part 1) closes the window between a
+// front end's check that a transaction is ongoing and its append. The
+// coordinator's answer is only good until the transaction ends, and an end
+// that lands in between (its marker written to the partition) would let
+// the append open a new partition transaction that no coordinator knows
+// and nothing ever ends: a hanging transaction, pinning the LSO.
+//
+// So, as Kafka's verification guard does, the front end takes a token from
+// the partition (BeginVerification) before it asks the coordinator, and
+// appends with it (AppendNoWaitVerified). Any marker of the producer clears
+// its token, under the producer's table entry, which the append holds
+// across its check and its write too: a verified append that would open a
+// transaction succeeds only if no marker of the producer came after the
+// token, so the coordinator's answer still holds.
+//
+//	front end                  partition (under pid's entry)   coordinator
+//	t := BeginVerification  -> verified[pid] = t
+//	Verify(id, pid, tp)     ------------------------------->   Ongoing, tp in it
+//	                           [EndTxn's marker: delete verified[pid]]
+//	AppendNoWaitVerified(t) -> opens a txn? verified[pid] == t, else INVALID_TXN_STATE
+//
+// An append that continues a transaction already open in the partition
+// needs no token: that transaction is the coordinator's, which ends it with
+// a marker. Appends of the embedding program (Append, AppendNoWait) are
+// trusted and not verified, as transactional writes are where Kafka's
+// verification is off.
+
+// Verification is a token of BeginVerification for AppendNoWaitVerified.
+// The zero value is no token: the append may only continue a transaction
+// already open in the partition.
+type Verification struct{ token uint64 }
+
+// verifier holds a partition's verification tokens.
+type verifier struct {
+	mu     sync.Mutex
+	tokens map[int64]uint64 // pid -> its last token; deleted by pid's markers
+	next   atomic.Uint64
+}
+
+// BeginVerification starts a verification of producer pid's next
+// transactional append here: call it before asking the coordinator
+// (Coordinator.Verify), and append with AppendNoWaitVerified.
+func (p *Partition) BeginVerification(pid int64) Verification {
+	v := &p.verify
+	t := v.next.Add(1)
+	v.mu.Lock()
+	if v.tokens == nil {
+		v.tokens = map[int64]uint64{}
+	}
+	v.tokens[pid] = t
+	v.mu.Unlock()
+	return Verification{t}
+}
+
+// verified reports whether pid's token is still t (the caller holds pid's
+// table entry).
+func (v *verifier) verified(pid int64, t uint64) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return t != 0 && v.tokens[pid] == t
+}
+
+// clear drops pid's token: a marker ended its transaction (the caller
+// holds pid's table entry).
+func (v *verifier) clear(pid int64) {
+	v.mu.Lock()
+	delete(v.tokens, pid)
+	v.mu.Unlock()
+}
+
+// AppendNoWaitVerified is AppendNoWait for a front end's transactional
+// batch: one that would open a transaction in the partition is refused
+// with ErrInvalidTxnState unless ver is the producer's token and no marker
+// of the producer came since it was taken. Other batches append as with
+// AppendNoWait.
+func (p *Partition) AppendNoWaitVerified(b []byte, ver Verification) (res AppendResult, wait bool, err error) {
+	res, wait, err = p.writeVerified(b, true, &ver)
+	return res, wait, p.gone(err)
+}
+
+// errUnverified is the refusal of an unverified append that would open a
+// transaction.
+func errUnverified(p *Partition, pid int64) error {
+	return fmt.Errorf("cannot append to %s-%d: producer %d opens a transaction its coordinator did not verify, or that ended since: %w", p.topic, p.index, pid, ErrInvalidTxnState)
+}
