@@ -146,11 +146,22 @@ type offsetsPartition struct {
 	pending map[int64]map[string]map[TopicPartition]offsetValue
 	// replayedTo: markers below it were seen by the replay.
 	replayedTo int64
+	// ready is set once the replay is done; until then the hook keeps
+	// markers in early (openOffsets).
+	ready bool
+	early []earlyMarker
 	// While transactional appends are in flight (inflight > 0), markers
 	// are remembered: one may end the transaction of a batch written
 	// before it but registered after it ran.
 	inflight int
 	markers  map[int64][]markerSeen
+}
+
+// earlyMarker is a marker the hook saw before the store was ready.
+type earlyMarker struct {
+	pid    int64
+	commit bool
+	offset int64
 }
 
 type offsetStore struct {
@@ -203,12 +214,39 @@ func openOffsets(e *Engine) (*offsetStore, error) {
 			committed: map[string]map[TopicPartition]offsetValue{},
 			pending:   map[int64]map[string]map[TopicPartition]offsetValue{},
 		}
-		op.mu.Lock()
-		// A marker written from here on waits for the replay; the replay
-		// and replayedTo keep it from being applied twice.
+		// The hook goes in under the log's writer mutex, with the log end
+		// read there: every marker below that end is in the log for the
+		// replay, every later one reaches the hook. The replay reads below
+		// the high watermark, which under DurableVisibility may lag that
+		// end (a marker the coordinator's recovery wrote and has not yet
+		// synced), so it waits for the sync first, holding no lock (the
+		// hook runs under the writer mutex, which the sync needs), while
+		// the hook keeps what arrives for after the replay (op.early).
+		// (From review: a marker appended before the hook and not yet
+		// synced was seen by neither, and its commit never took effect.)
+		var end int64
 		hook := markerHook(op.onMarker)
-		p.onMarker.Store(&hook)
+		p.log.Locked(func() {
+			p.onMarker.Store(&hook)
+			end = p.log.WrittenEnd()
+		})
+		if p.log.HighWatermark() < end {
+			if err := p.log.WaitDurable(end); err != nil {
+				return nil, fmt.Errorf("cannot replay %s-%d: %w", ConsumerOffsetsTopic, i, err)
+			}
+		}
+		op.mu.Lock()
 		err = op.replay()
+		if err == nil {
+			// Markers that reached the hook during the wait and the replay,
+			// in log order; the replay applied those below replayedTo.
+			for _, m := range op.early {
+				if m.offset >= op.replayedTo {
+					op.applyMarker(m.pid, m.commit, m.offset)
+				}
+			}
+			op.early, op.ready = nil, true
+		}
 		op.mu.Unlock()
 		if err != nil {
 			return nil, err
@@ -305,6 +343,12 @@ func (op *offsetsPartition) replayBatch(dec *batch.Decoder, b batch.Batch) error
 func (op *offsetsPartition) onMarker(pid int64, commit bool, offset int64) {
 	op.mu.Lock()
 	defer op.mu.Unlock()
+	if !op.ready {
+		// The store is still being built (openOffsets): kept for after
+		// the replay.
+		op.early = append(op.early, earlyMarker{pid: pid, commit: commit, offset: offset})
+		return
+	}
 	if offset < op.replayedTo {
 		return // the replay applied it
 	}

@@ -301,3 +301,55 @@ func TestReviewBLateTxnOffsetCommitAfterAbortHangs(t *testing.T) {
 		t.Errorf("%s-%d LSO %d, HW %d: a hanging transaction no coordinator knows", ref.Topic, ref.Partition, lso, hw)
 	}
 }
+
+// The consumer-offsets store is opened lazily; its replay reads up to the
+// high watermark, and markers appended before its hook was installed but
+// not yet below the high watermark (SyncAlways with DurableVisibility:
+// HW moves after the sync)
+// are seen by neither the replay nor the hook. After a restart, the
+// coordinator's recovery writes markers exactly like this (writeMarker,
+// then WaitAll) while a consumer may open the store: the committed
+// transaction's offsets stay pending for ever (UNSTABLE_OFFSET_COMMIT) and
+// never become the group's offsets.
+func TestReviewBOffsetsStoreMissesMarkerAppendedDuringOpen(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{Partition: partition.Options{Sync: partition.SyncPolicy{Kind: partition.SyncAlways}, DurableVisibility: true}}
+	e := openEngine(t, dir, opts)
+	const group = "g"
+	tp := TopicPartition{"in", 0}
+	pid, epoch, err := e.InitProducerID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.TxnCommitOffsets(group, pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {42, ""}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openEngine(t, dir, opts)
+	defer e.Close()
+	p, err := e.Partition(ConsumerOffsetsTopic, GroupPartition(group))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The coordinator's recovery appends the COMMIT marker (its sync follows).
+	res, wait, err := p.writeMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("marker at %d, wait %v, hw %d", res.BaseOffset, wait, p.Log().HighWatermark())
+	// Meanwhile a consumer opens the store.
+	if _, err := e.FetchOffsets(group, []TopicPartition{tp}, false); err != nil {
+		t.Fatal(err)
+	}
+	if wait {
+		if err := p.Log().WaitDurable(res.LastOffset + 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := e.FetchOffsets(group, []TopicPartition{tp}, true)
+	if err != nil || got[tp].Offset != 42 {
+		t.Fatalf("after the COMMIT marker: %v %v, want offset 42", got, err)
+	}
+}

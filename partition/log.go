@@ -782,3 +782,8 @@ func (l *Log) Locked(fn func()) {
 	defer l.mu.Unlock()
 	fn()
 }
+
+// WrittenEnd returns the end offset of everything appended, visible to
+// readers or not (under DurableVisibility, what no sync covered yet is
+// not); in a Locked function, the log end offset.
+func (l *Log) WrittenEnd() int64 { return l.written.Load() }
