@@ -108,14 +108,18 @@ func Open(dir string, opts Options) (*Log, error) {
 		// MaxBatchSize was valid when written (max.message.bytes may have
 		// been lowered since), and cutting it would drop every batch and
 		// segment after it. The lengths stay bounded by the file.
-		truncated, err := s.Recover(math.MaxInt32, nil)
-		if err != nil {
+		if _, err := s.Recover(math.MaxInt32, nil); err != nil {
 			return fail(err)
 		}
 		// A rolled segment whose batches run exactly up to the next base
 		// is complete, whatever follows them: a recycled file's stale
 		// batches (segment.Recycle) are cut, not a sign of a torn write.
-		if truncated && !last && s.NextOffset() != bases[i+1] {
+		// One that stops short lost its tail, whether to garbage or to
+		// zeros (unwritten blocks where unsynced pages never reached the
+		// disk: Recover does not count those as cut), and the segments
+		// after it would leave a gap. (From review: with a zero tail they
+		// were kept.)
+		if !last && s.NextOffset() != bases[i+1] {
 			// Everything after a torn batch is unreachable: Kafka drops it.
 			for _, b := range bases[i+1:] {
 				if err := deleteSegmentFiles(dir, b); err != nil {

@@ -1,9 +1,11 @@
 package partition
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -227,5 +229,81 @@ func TestRecoverAfterIndexMaxBytesLowered(t *testing.T) {
 	if l2.LogEndOffset() <= last.LastOffset {
 		t.Fatalf("acknowledged offsets up to %d (first segment up to %d), log end %d after recovery with a smaller index limit",
 			last.LastOffset, firstEnd-1, l2.LogEndOffset())
+	}
+}
+
+// TestFailedLogSyncsNothing (from review): once the log failed (a seal's
+// fsync failed, say), no later sync may count bytes durable under any
+// policy: a sync of the remaining segments would have moved the recovery
+// point past the failed one, and a Flush checkpointed it.
+func TestFailedLogSyncsNothing(t *testing.T) {
+	for _, kind := range []SyncKind{SyncNever, SyncInterval, SyncBytes} {
+		dir := t.TempDir()
+		opts := smallSegments(1 << 20)
+		opts.Sync = SyncPolicy{Kind: kind, Interval: time.Hour, Bytes: 1 << 30}
+		l := openWith30(t, dir, opts, 1)
+		if err := l.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 30; i < 35; i++ {
+			if _, err := l.Append(makeBatch(t, i, 1, 200, int64(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l.fail(errors.New("injected: a seal's fsync failed"))
+		if err := l.Flush(); !errors.Is(err, ErrFailed) {
+			t.Errorf("policy %v: Flush of a failed log: %v, want ErrFailed", kind, err)
+		}
+		if rp := l.RecoveryPoint(); rp != 30 {
+			t.Errorf("policy %v: recovery point %d after the failure, want 30", kind, rp)
+		}
+		if v, err := readCheckpoint(filepath.Join(dir, recoveryPointFile)); err != nil || v != 30 {
+			t.Errorf("policy %v: recovery point checkpoint %d (%v), want 30", kind, v, err)
+		}
+		l.Kill()
+	}
+}
+
+// TestZeroTailOfRolledSegmentDropsLaterSegments (from review): after a
+// power loss a rolled segment's unsynced tail can read back as zeros
+// (unwritten blocks), which Recover does not count as cut. The segments
+// after it must go all the same, or the log has a gap of offsets.
+func TestZeroTailOfRolledSegmentDropsLaterSegments(t *testing.T) {
+	dir := t.TempDir()
+	opts := smallSegments(1024)
+	l := openWith30(t, dir, opts, 1)
+	segs := *l.segs.Load()
+	if len(segs) < 3 {
+		t.Fatalf("%d segments, want at least 3", len(segs))
+	}
+	first := segs[0]
+	firstEnd := segs[1].Base()
+	l.Kill()
+	// A crash before any checkpoint: everything is scanned.
+	if err := os.Remove(filepath.Join(dir, recoveryPointFile)); err != nil {
+		t.Fatal(err)
+	}
+	// The first segment's last batch never reached the disk: zeros.
+	path := filepath.Join(dir, segment.FileName(first.Base(), ".log"))
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := len(data) - len(makeBatch(t, 0, 1, 200, 1))
+	if err := os.WriteFile(path, append(data[:last:last], make([]byte, len(data)-last)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if got := l2.LogEndOffset(); got != firstEnd-1 {
+		t.Fatalf("log end %d after the first segment lost its last batch, want %d (later segments dropped)", got, firstEnd-1)
+	}
+	for i, b := range readAll(t, l2) {
+		if b.BaseOffset() != int64(i) {
+			t.Fatalf("batch %d at offset %d: a gap", i, b.BaseOffset())
+		}
 	}
 }

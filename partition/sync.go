@@ -91,6 +91,13 @@ func (l *Log) syncOnce() (int64, error) {
 		// Only after a successful start: endStaging undoes its stagers++.
 		defer l.endStaging()
 	} else {
+		// A failed log syncs nothing more (startStaging's check, for the
+		// other policies): a seal whose fsync failed took its segment off
+		// the unsealed list, and a sync of the rest would count its bytes
+		// durable, and a Flush checkpoint them. (From review.)
+		if l.failed.Load() {
+			return 0, fmt.Errorf("cannot sync partition %s: %w: %w", l.dir, ErrFailed, *l.failErr.Load())
+		}
 		end = l.written.Load()
 	}
 	l.unsealedMu.Lock()
