@@ -68,8 +68,11 @@ type AppendResult struct {
 // partition.metadata, whose id is in p.topicID; otherwise the caller
 // assigns one.
 func openPartition(dir, topic string, index int, opts *Options) (p *Partition, hasID bool, err error) {
+	// The producer table is capped only after the load: a rebuild from
+	// the log never refuses what the log holds (MaxProducersPerPartition
+	// lowered since, say). (From review: the open failed.)
 	p = &Partition{topic: topic, index: index, opts: opts, txns: newOpenTxns(),
-		producers: pidtable.New(pidtable.Options{MaxEntries: opts.MaxProducersPerPartition})}
+		producers: pidtable.New(pidtable.Options{})}
 	lopts := opts.Partition
 	lopts.Snapshot = p.snapshotImage
 	cfg, err := readTopicConfig(dir)
@@ -98,6 +101,7 @@ func openPartition(dir, topic string, index int, opts *Options) (p *Partition, h
 		l.Close()
 		return nil, false, err
 	}
+	p.producers.SetMaxEntries(opts.MaxProducersPerPartition)
 	if p.topicID, hasID, err = readPartitionMetadata(dir); err != nil {
 		l.Close()
 		return nil, false, err

@@ -220,3 +220,44 @@ func TestReviewVerifyThenAbortThenAppendHangs(t *testing.T) {
 		t.Fatalf("verified append after refusals: %v", err)
 	}
 }
+
+// TestReopenWithLowerProducerLimit (from review): a partition whose log
+// holds more producers than a lowered MaxProducersPerPartition allows still
+// opens with all of them (Kafka's rebuild from the log never refuses); the
+// cap then applies to new producers only.
+func TestReopenWithLowerProducerLimit(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, Options{})
+	if err := e.CreateTopic("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := e.Partition("t", 0)
+	now := time.Now().UnixMilli()
+	for pid := int64(1); pid <= 3; pid++ {
+		if _, err := p.Append(idem(t, pid, 0, 0, 1, now)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openEngine(t, dir, Options{MaxProducersPerPartition: 2})
+	defer e.Close()
+	p, err := e.Partition("t", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := p.Producers(); n != 3 {
+		t.Fatalf("%d producers after the reopen, want 3", n)
+	}
+	// Known producers go on, their state intact: a gap is still refused.
+	if _, err := p.Append(idem(t, 2, 0, 5, 1, now)); !errors.Is(err, producer.ErrOutOfOrderSequence) {
+		t.Fatalf("gap of a loaded producer: %v, want out of order", err)
+	}
+	if _, err := p.Append(idem(t, 2, 0, 1, 1, now)); err != nil {
+		t.Fatalf("next batch of a loaded producer: %v", err)
+	}
+	if _, err := p.Append(idem(t, 4, 0, 0, 1, now)); err == nil {
+		t.Fatal("a new producer was taken above the cap")
+	}
+}

@@ -155,6 +155,13 @@ func New(opts Options) *Table {
 	return t
 }
 
+// SetMaxEntries changes the cap on live entries (Options.MaxEntries). Only
+// before the table is shared: a partition loads its producers uncapped,
+// since a rebuild from the log must not refuse what the log holds (Kafka's
+// never does), and caps new ones afterwards. A table loaded above the cap
+// refuses new producers until expiry brings it below.
+func (t *Table) SetMaxEntries(n int) { t.max = int64(max(n, 0)) }
+
 // hashPID is xxhash64 (seed 0) of pid's 8 little-endian bytes, unrolled for
 // exactly that input (identical to xxhash.Sum64; a test checks it).
 func hashPID(pid int64) uint64 {
