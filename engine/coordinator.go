@@ -74,12 +74,14 @@ func openCoordinator(e *Engine) (*Coordinator, error) {
 	if err := c.load(); err != nil {
 		return nil, err
 	}
-	// Finish what was decided before the last stop: markers may be missing.
+	// Finish what was decided before the last stop: markers may be
+	// missing. One that cannot be completed now (a marker refused) stays
+	// decided, for a retry of its end, a new instance or AbortTimedOut to
+	// complete (stuckDecided): it must not keep the coordinator, and every
+	// other transaction, from opening.
 	for _, m := range c.txns {
 		if m.state == TxnPrepareCommit || m.state == TxnPrepareAbort {
-			if err := c.complete(m); err != nil {
-				return nil, err
-			}
+			_ = c.complete(m)
 		}
 	}
 	if err := c.sweepOrphans(); err != nil {

@@ -125,6 +125,18 @@ func Open(dir string, opts Options) (*Engine, error) {
 	}
 	e.parts.Store(&parts)
 	e.ids.Store(ids)
+	if _, ok := parts[partitionKey(txnStateTopic, 0)]; ok {
+		// Transactions were used here: the coordinator recovers now, not
+		// on first use, so that what the last run decided gets its
+		// markers and orphan transactions are ended even if this run
+		// never asks for the coordinator. Until then they would pin their
+		// partitions' last stable offsets, hiding everything after them
+		// from read_committed consumers. (From review.)
+		if _, err := e.Coordinator(); err != nil {
+			e.Close()
+			return nil, fmt.Errorf("cannot recover the transaction coordinator: %w", err)
+		}
+	}
 	return e, nil
 }
 

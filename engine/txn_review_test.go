@@ -353,3 +353,41 @@ func TestReviewBOffsetsStoreMissesMarkerAppendedDuringOpen(t *testing.T) {
 		t.Fatalf("after the COMMIT marker: %v %v, want offset 42", got, err)
 	}
 }
+
+// TestRestartCompletesDecidedWithoutCoordinatorCall (from review): after a
+// crash between a commit's decision and its markers, the partitions'
+// transactions are completed when the engine opens, not when the program
+// first asks for the coordinator (which one that only reads may never do):
+// until then their LSO hid everything after them from read_committed.
+func TestRestartCompletesDecidedWithoutCoordinatorCall(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, Options{})
+	e.CreateTopic("out", 2)
+	tp, err := e.NewTransactionalProducer("crashy", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		p, _ := e.Partition("out", i)
+		if err := txnSend(t, tp, p, byte('a'+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _ := e.Coordinator()
+	c.stopAfterMarkers = 1 // decided, one marker of two written
+	if err := tp.Commit(); !errors.Is(err, errCrashTest) {
+		t.Fatalf("commit with a crash after one marker: %v", err)
+	}
+	e.Kill()
+	e = openEngine(t, dir, Options{})
+	defer e.Close()
+	for i := range 2 {
+		p, _ := e.Partition("out", i)
+		if lso, hw := p.LastStableOffset(), p.Log().HighWatermark(); lso != hw {
+			t.Fatalf("out-%d after the reopen: LSO %d, HW %d: the decided commit was not completed", i, lso, hw)
+		}
+		if got := string(readCommittedValues(t, p)); got != string(rune('a'+i)) {
+			t.Fatalf("out-%d after the reopen: %q", i, got)
+		}
+	}
+}
