@@ -307,15 +307,6 @@ func (c *Coordinator) InitProducerIDExpected(id string, timeout time.Duration, e
 		!(expectedPID == m.prevPID && expectedEpoch >= epochExhausted) {
 		return 0, 0, fmt.Errorf("cannot init producer %q: expected producer %d, current %d: %w", id, expectedPID, m.pid, ErrProducerFenced)
 	}
-	if expected && expectedPID == m.prevPID && m.prevPID >= 0 && expectedPID != m.pid {
-		// A retry after the rotation to a new producer id gets the same
-		// answer; the previous id's last epoch is the retry's mark (a
-		// transaction completed since clears it, 3.5).
-		if expectedEpoch != m.lastEpoch {
-			return 0, 0, fmt.Errorf("cannot init producer %q: expected producer %d, rotated to %d: %w", id, expectedPID, m.pid, ErrProducerFenced)
-		}
-		return m.pid, m.epoch, nil
-	}
 	if stuckDecided(m) {
 		// Complete what an earlier end decided before fencing (its
 		// markers carry its epoch); failing that, the client retries.
@@ -324,6 +315,10 @@ func (c *Coordinator) InitProducerIDExpected(id string, timeout time.Duration, e
 		}
 		m = c.txns[id]
 	}
+	// The state comes first, as in Kafka's handleInitProducerId: a
+	// transaction in progress is never answered with the pair its
+	// producer uses, not even to a retry. (From review: a retry after a
+	// rotation got the new pair while its transaction was ongoing.)
 	switch m.state {
 	case TxnPrepareCommit, TxnPrepareAbort:
 		return 0, 0, fmt.Errorf("cannot init producer %q: transaction %v: %w", id, m.state, ErrConcurrentTransactions)
@@ -334,6 +329,15 @@ func (c *Coordinator) InitProducerIDExpected(id string, timeout time.Duration, e
 			return 0, 0, err
 		}
 		return 0, 0, fmt.Errorf("cannot init producer %q: aborted the fenced instance's transaction: %w", id, ErrConcurrentTransactions)
+	}
+	if expected && expectedPID == m.prevPID && m.prevPID >= 0 && expectedPID != m.pid {
+		// A retry after the rotation to a new producer id gets the same
+		// answer; the previous id's last epoch is the retry's mark (a
+		// transaction completed since clears it, 3.5).
+		if expectedEpoch != m.lastEpoch {
+			return 0, 0, fmt.Errorf("cannot init producer %q: expected producer %d, rotated to %d: %w", id, expectedPID, m.pid, ErrProducerFenced)
+		}
+		return m.pid, m.epoch, nil
 	}
 	next := *m
 	next.timeout = timeout

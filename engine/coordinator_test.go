@@ -343,6 +343,20 @@ func TestInitProducerIDExpected(t *testing.T) {
 	if err != nil || p5 != p4 || e5 != e4 {
 		t.Fatalf("retry after rotation: %d/%d %v, want %d/%d", p5, e5, err, p4, e4)
 	}
+	// Once the new pair's transaction runs, a late retry from the old pair
+	// is not answered with the pair in use: as any InitProducerID during a
+	// transaction, it fences that instance (CONCURRENT_TRANSACTIONS, then
+	// a new epoch). (From review: it got p4/e4, a second live instance.)
+	e.CreateTopic("kt", 1)
+	if err := c.AddPartitions("k", p4, e4, []TopicPartitionRef{{"kt", 0}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if gp, ge, err := c.InitProducerIDExpected("k", time.Minute, pid, epochExhausted); !errors.Is(err, ErrConcurrentTransactions) {
+		t.Fatalf("late retry during the new pair's transaction: %d/%d %v, want CONCURRENT_TRANSACTIONS", gp, ge, err)
+	}
+	if _, ge, st, _ := c.State("k"); st != TxnCompleteAbort || ge <= e4 {
+		t.Fatalf("after the fence: epoch %d state %v, want CompleteAbort above epoch %d", ge, st, e4)
+	}
 }
 
 func TestTransactionalIDExpiry(t *testing.T) {
