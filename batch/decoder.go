@@ -44,7 +44,7 @@ type Decoder struct {
 }
 
 func (d *Decoder) limit() int {
-	if d.Limit > 0 {
+	if d != nil && d.Limit > 0 {
 		return d.Limit
 	}
 	return DefaultInflateLimit

@@ -27,6 +27,9 @@ var (
 	// ErrRecord: a record that does not parse: bad varint, a length running
 	// past its record, a negative header count, bytes left over.
 	ErrRecord = errcode.New(errcode.CorruptMessage, "malformed record")
+	// ErrOffsetDelta: a client batch's records do not carry offset deltas
+	// 0, 1, 2, ... in order (Kafka's inner-offset check).
+	ErrOffsetDelta = errcode.New(errcode.InvalidRecord, "record offset deltas out of order")
 	// ErrDecompress: the compressed records section is not a valid stream.
 	ErrDecompress = errcode.New(errcode.CorruptMessage, "cannot decompress records")
 	// ErrInflateLimit: the records section claims or inflates to more bytes

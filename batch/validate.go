@@ -13,7 +13,8 @@ import (
 // The record-count rule is the one stored batches obey: recordsCount <=
 // lastOffsetDelta+1, because compaction may drop records (even all of them)
 // while keeping the batch's offset span. ValidateProduce applies the stricter
-// rule for client appends. Records are not decoded here; a Decoder checks them.
+// rule for client appends. Records are not decoded here: Decoder.CheckRecords
+// does that for a client's batch.
 func Validate(b []byte, maxSize int) (Batch, error) { return validate(b, maxSize, true) }
 
 func validate(b []byte, maxSize int, checkCRC bool) (Batch, error) {
@@ -96,6 +97,35 @@ func validateProduce(b []byte, maxSize int, checkCRC bool) (Batch, error) {
 			v.ProducerID(), v.BaseSequence(), ErrSequence)
 	}
 	return v, nil
+}
+
+// CheckRecords decodes every record of a client batch that passed
+// ValidateProduce, as Kafka's LogValidator does before it appends one: each
+// record parses (ErrRecord: a bad varint, a length past the section, bytes
+// left over), there are exactly recordsCount of them, and their offset
+// deltas run 0, 1, 2, ... (ErrOffsetDelta), so a reader's offsets are the
+// batch's. A compressed section is inflated into d's buffer, within d's
+// limit (ErrDecompress, ErrInflateLimit). An uncompressed batch needs no
+// buffer: d may then be nil. It allocates nothing for an uncompressed batch
+// (nor, once d's buffers have grown, for a compressed one) unless it fails.
+func (d *Decoder) CheckRecords(b Batch) error {
+	if d == nil && b.Codec() != CodecNone {
+		panic("BUG: batch: CheckRecords of a compressed batch without a Decoder")
+	}
+	it, err := d.Records(b)
+	if err != nil {
+		return err
+	}
+	var r Record
+	for i := int32(0); it.Next(&r); i++ {
+		if r.OffsetDelta != i {
+			return fmt.Errorf("cannot accept batch: record %d has offset delta %d: %w", i, r.OffsetDelta, ErrOffsetDelta)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("cannot accept batch: %w", err)
+	}
+	return nil
 }
 
 // ControlType is the type of a control record (the second int16 of its key).

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,6 +50,11 @@ type Partition struct {
 	// verify holds the tokens of transaction verifications (verify.go).
 	verify verifier
 }
+
+// recordCheckers are the Decoders that check client batches' records
+// (writeVerified): a compressed batch inflates into one's buffer, kept for
+// the next.
+var recordCheckers = sync.Pool{New: func() any { return new(batch.Decoder) }}
 
 // markerHook is the type of Partition.onMarker.
 type markerHook = func(pid int64, commit bool, offset int64)
@@ -187,6 +193,19 @@ func (p *Partition) writeVerified(b []byte, untrusted bool, ver *Verification) (
 		validate = batch.ValidateProduce
 	}
 	v, err := validate(b, p.maxBatch)
+	if err == nil && untrusted {
+		// Bytes from outside the process have their records decoded
+		// before anything is written, as Kafka's LogValidator does: a bad
+		// varint or a wrong record count is refused here, not met by a
+		// consumer. (A Builder's batch is well formed by construction.)
+		if v.Codec() == batch.CodecNone {
+			err = (*batch.Decoder)(nil).CheckRecords(v) // no buffer needed
+		} else {
+			d := recordCheckers.Get().(*batch.Decoder)
+			err = d.CheckRecords(v)
+			recordCheckers.Put(d)
+		}
+	}
 	if err != nil {
 		return AppendResult{}, false, fmt.Errorf("cannot append to %s-%d: %w", p.topic, p.index, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -88,8 +87,12 @@ func TestReviewEngineNegativeEpochRejected(t *testing.T) {
 	}
 }
 
-// Engine-level form of producer TestReviewRetryAfterWrapIsDuplicate: the
-// retry of a cached batch is written a second time.
+// Engine-level form of producer TestReviewRetryAfterWrapIsDuplicate. The
+// review's batches claim 1e9 records in a gzip section holding one: the
+// engine now decodes a client batch's records before appending it
+// (batch.Decoder.CheckRecords), so such a batch is refused outright and
+// changes nothing; the producer rule's test keeps the wrap case. A batch
+// whose count and records agree but are out of step is refused too.
 func TestReviewEngineRetryAfterWrapWrittenTwice(t *testing.T) {
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
@@ -109,18 +112,17 @@ func TestReviewEngineRetryAfterWrapWrittenTwice(t *testing.T) {
 		binary.BigEndian.PutUint32(c[17:], c.ComputeCRC())
 		return c
 	}
-	a := mkz(0, 1_000_000_001)
-	b := mkz(1_000_000_001, math.MaxInt32-1_000_000_000)
-	ra, err := p.Append(a)
-	if err != nil {
-		t.Fatal(err)
+	if _, err := p.Append(mkz(0, 1_000_000_001)); !errors.Is(err, batch.ErrInflateLimit) {
+		t.Fatalf("batch claiming 1e9 records: %v, want ErrInflateLimit", err)
 	}
-	if _, err := p.Append(b); err != nil {
-		t.Fatal(err)
+	if _, err := p.Append(mkz(0, 2)); !errors.Is(err, batch.ErrRecord) {
+		t.Fatalf("batch claiming 2 records, holding 1: %v, want ErrRecord", err)
 	}
-	r, err := p.Append(a)
-	if err != nil || !r.Duplicate || r.BaseOffset != ra.BaseOffset {
-		t.Fatalf("retry of a: %+v err %v, want duplicate at %d", r, err, ra.BaseOffset)
+	if leo, n := p.Log().LogEndOffset(), p.Producers(); leo != 0 || n != 0 {
+		t.Fatalf("refused batches changed the partition: log end %d, %d producers", leo, n)
+	}
+	if _, err := p.Append(mkz(0, 1)); err != nil {
+		t.Fatalf("the well-formed batch: %v", err)
 	}
 }
 

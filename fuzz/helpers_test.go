@@ -42,6 +42,7 @@ var sentinels = []error{
 	batch.ErrRecord,
 	batch.ErrDecompress,
 	batch.ErrInflateLimit,
+	batch.ErrOffsetDelta,
 	batch.ErrBaseOffset,
 	batch.ErrClientControl,
 	batch.ErrSequence,
@@ -270,5 +271,38 @@ func compareRecord(t *testing.T, b batch.Batch, i int, r *batch.Record, w *refRe
 	}
 	if hs.Next(&h) {
 		t.Fatalf("record %d: header iterator yields more than %d headers", i, len(w.headers))
+	}
+}
+
+// checkCheckRecords compares Decoder.CheckRecords, the append path's
+// record check, with the reference parser: it must accept exactly the
+// batches whose section inflates within the limit and holds count
+// well-formed records, nothing after them, with offset deltas 0, 1, 2, ...
+func checkCheckRecords(t *testing.T, b batch.Batch) {
+	t.Helper()
+	d := batch.Decoder{Limit: limit}
+	err := d.CheckRecords(b)
+	count := b.RecordsCount()
+	accept := count >= 0 && int64(count)*minRecordSize <= limit
+	if accept {
+		ref := batch.Decoder{Limit: limit}
+		data, derr := ref.Decompress(b.Codec(), b.Records())
+		accept = derr == nil
+		if accept {
+			recs, valid := refParseRecords(data, count)
+			accept = valid && len(recs) == int(count)
+			for i := range recs {
+				accept = accept && recs[i].offsetDelta == int32(i)
+			}
+		}
+	}
+	switch {
+	case accept && err != nil:
+		t.Fatalf("CheckRecords: %v; the reference accepts the batch", err)
+	case !accept && err == nil:
+		t.Fatal("CheckRecords accepted a batch the reference refuses")
+	case err != nil:
+		sentinelOf(t, "CheckRecords", err, batch.ErrRecordCount, batch.ErrInflateLimit, batch.ErrCodec,
+			batch.ErrDecompress, batch.ErrRecord, batch.ErrOffsetDelta)
 	}
 }

@@ -19,7 +19,8 @@ const (
 
 // FuzzRecords wraps a fuzzer-chosen records section in a header with a
 // correct CRC, so that every input reaches decompression and record parsing,
-// and checks the Decoder against the reference parser record by record.
+// and checks the Decoder against the reference parser record by record, and
+// the append path's CheckRecords against the reference's verdict.
 func FuzzRecords(f *testing.F) {
 	// The smallest record: length 6, attrs 0, tsDelta 0, offDelta 0,
 	// null key, null value, no headers.
@@ -71,5 +72,6 @@ func FuzzRecords(f *testing.F) {
 		d := batch.Decoder{Limit: limit}
 		checkRecords(t, &d, b)
 		checkRecords(t, &d, b)
+		checkCheckRecords(t, b)
 	})
 }
