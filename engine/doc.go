@@ -64,6 +64,18 @@
 //     returns later is unknown and any sequence is accepted again.
 //   - MaxProducersPerPartition bounds memory: past it, appends from new
 //     producers fail (pidtable.ErrTooManyProducers) until old ones expire.
+//     A partition that reopens with more producers in its log than the
+//     limit now allows keeps them all; the limit applies to new ones.
+//   - Transactional writes the embedding program makes itself
+//     (Partition.Append of a transactional batch, Engine.TxnCommitOffsets)
+//     are trusted: the program must not write for a transaction it has
+//     ended. A front end serving clients verifies them instead
+//     (BeginVerification, AppendNoWaitVerified, Coordinator.TxnCommitOffsets;
+//     verify.go), as the Kafka listener does; TransactionalProducer does it
+//     for offsets.
+//   - A data dir where transactions were used recovers its coordinator in
+//     Open (markers a crash cut short, orphan transactions), so Open can
+//     fail with the coordinator's recovery error.
 //   - The internal topics (__consumer_offsets, __transaction_state) have no
 //     retention: Kafka compacts them, idemlog does not compact, so they
 //     keep every segment. They cannot be deleted.
