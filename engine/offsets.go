@@ -727,9 +727,6 @@ func (e *Engine) GroupHasOffsets(group string) bool {
 // requireStable, a pending transactional commit of the group on a requested
 // partition fails the call with ErrUnstableOffsetCommit.
 func (e *Engine) FetchOffsets(group string, tps []TopicPartition, requireStable bool) (map[TopicPartition]OffsetAndMetadata, error) {
-	if group == "" {
-		return nil, fmt.Errorf("cannot fetch offsets: %w", ErrInvalidGroupID)
-	}
 	s, err := e.offsets()
 	if err != nil {
 		return nil, err

@@ -99,12 +99,20 @@ func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) pending {
 	return pending{resp: resp, release: f.release, size: size}
 }
 
+// fetchMaxBytes is Kafka's broker fetch.max.bytes default (55 MiB): the
+// most record bytes one fetch response carries beyond its first batch.
+const fetchMaxBytes = 57671680
+
 // readFetch builds one fetch response from the partitions' current state.
 func (s *Server) readFetch(r *kmsg.FetchRequest, f *fetchState) (*kmsg.FetchResponse, int, bool) {
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
-	budget := int(r.MaxBytes)
-	if r.Version < 3 || budget <= 0 {
-		budget = int(^uint32(0) >> 1)
+	// The response's limit is the request's (from v3) and the broker's
+	// fetch.max.bytes, whichever is smaller; a limit of 0 or less still
+	// returns the first batch (KIP-74), it is not "no limit". (From
+	// review: MaxBytes 0 returned everything.)
+	budget := fetchMaxBytes
+	if r.Version >= 3 {
+		budget = max(0, min(budget, int(r.MaxBytes)))
 	}
 	total, anyErr, first := 0, false, true
 	for ti, rt := range r.Topics {
@@ -190,7 +198,7 @@ func (s *Server) listOffsets(r *kmsg.ListOffsetsRequest) kmsg.Response {
 				case ts == -1:
 					out.Offset = p.Log().HighWatermark()
 				case ts >= 0:
-					out.Offset, out.Timestamp, err = offsetForTime(p, ts)
+					out.Offset, out.Timestamp, err = offsetForTime(p, ts, r.IsolationLevel == 1)
 				default:
 					err = newCodeErr(kerr.InvalidRequest.Code, "unsupported timestamp")
 				}
@@ -203,41 +211,72 @@ func (s *Server) listOffsets(r *kmsg.ListOffsetsRequest) kmsg.Response {
 	return resp
 }
 
-// offsetForTime is Kafka's lookup by timestamp: the first record whose
-// timestamp is at or after ts, with that timestamp; (-1, -1) when there is
-// none. The index finds the first batch whose max timestamp qualifies; the
-// record is found inside it (a batch's records need not be in time order).
-func offsetForTime(p *engine.Partition, ts int64) (int64, int64, error) {
+// offsetForTime is Kafka's lookup by timestamp (LogSegment.findOffsetByTimestamp,
+// Partition.fetchOffsetForTimestamp): the first record at or above the log
+// start whose timestamp is at or after ts, with that timestamp, if it lies
+// below the last fetchable offset (the high watermark, or the last stable
+// offset under read_committed); (-1, -1) otherwise. The index finds the
+// first batch whose max timestamp qualifies; the scan goes on from there,
+// batch by batch (a batch's records need not be in time order, and records
+// below the log start do not count). (From review: it ignored both bounds.)
+func offsetForTime(p *engine.Partition, ts int64, readCommitted bool) (int64, int64, error) {
 	l := p.Log()
+	limit := l.HighWatermark()
+	if readCommitted {
+		limit = min(limit, p.LastStableOffset())
+	}
+	start := l.LogStartOffset()
 	off, err := l.OffsetForTime(ts)
-	if err != nil || off >= l.HighWatermark() {
-		return -1, -1, err
-	}
-	c, err := l.Read(off, 1)
-	if err != nil {
-		return -1, -1, err
-	}
-	defer c.Release()
-	b, err := batch.Parse(c.Data)
 	if err != nil {
 		return -1, -1, err
 	}
 	var d batch.Decoder
-	recs, err := d.Records(b)
-	if err != nil {
-		return -1, -1, err
-	}
 	var r batch.Record
-	for recs.Next(&r) {
-		if r.Timestamp >= ts {
-			return r.Offset, r.Timestamp, nil
+	for off = max(off, start); off < limit; {
+		c, err := l.Read(off, 1<<20)
+		if err != nil {
+			return -1, -1, err
 		}
+		if len(c.Data) == 0 {
+			c.Release()
+			break
+		}
+		for data := c.Data; len(data) > 0; {
+			n, err := batch.Size(data)
+			if err != nil {
+				c.Release()
+				return -1, -1, err
+			}
+			b := batch.Batch(data[:n])
+			data = data[n:]
+			if b.BaseOffset() >= limit {
+				c.Release()
+				return -1, -1, nil
+			}
+			if b.MaxTimestamp() < ts {
+				continue
+			}
+			recs, err := d.Records(b)
+			if err != nil {
+				c.Release()
+				return -1, -1, err
+			}
+			for recs.Next(&r) {
+				if r.Offset >= start && r.Timestamp >= ts {
+					c.Release()
+					if r.Offset >= limit {
+						return -1, -1, nil
+					}
+					return r.Offset, r.Timestamp, nil
+				}
+			}
+			if err := recs.Err(); err != nil {
+				c.Release()
+				return -1, -1, err
+			}
+		}
+		off = c.NextOffset
+		c.Release()
 	}
-	if err := recs.Err(); err != nil {
-		return -1, -1, err
-	}
-	// The batch's max timestamp said a record qualifies; a LogAppendTime
-	// batch stamps its max timestamp on every record, so this is reached
-	// only for a batch whose header disagrees with its records.
-	return off, b.MaxTimestamp(), nil
+	return -1, -1, nil
 }

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/idemlog/idemlog/batch"
@@ -46,6 +47,13 @@ func (s *Server) produce(r *kmsg.ProduceRequest) pending {
 			out.LogAppendTime = -1
 			err := reqErr
 			var p *engine.Partition
+			if err == nil && engine.IsInternalTopic(rt.Topic) {
+				// Only the engine writes the internal topics: a client's
+				// record in __consumer_offsets would be replayed as a
+				// group's committed offset. (Kafka's appendToLocalLog;
+				// from review.)
+				err = fmt.Errorf("cannot produce to internal topic %q: %w", rt.Topic, engine.ErrInvalidTopic)
+			}
 			if err == nil {
 				p, err = s.eng.Partition(rt.Topic, int(rp.Partition))
 			}
@@ -91,6 +99,16 @@ func (s *Server) produce(r *kmsg.ProduceRequest) pending {
 	}
 	if r.Acks == 0 {
 		// No response at all; a wait would only delay the next request's.
+		// A failure closes the connection instead, as Kafka does: the
+		// producer, told nothing, notices and refreshes its metadata.
+		// (From review.)
+		for _, t := range resp.Topics {
+			for _, pt := range t.Partitions {
+				if pt.ErrorCode != 0 {
+					return pending{closeAfter: true}
+				}
+			}
+		}
 		return pending{}
 	}
 	p := pending{resp: resp}

@@ -278,6 +278,9 @@ type pending struct {
 	// bytes), so the writer sizes its buffer once instead of growing it
 	// by doubling while kmsg appends.
 	size int
+	// closeAfter: the connection closes once the responses before this
+	// one are written (an acks=0 produce that failed).
+	closeAfter bool
 }
 
 // serveConn reads, handles and answers one connection's requests in order.
@@ -345,6 +348,10 @@ func (s *Server) serveConn(nc net.Conn) {
 			if p.release != nil {
 				p.release()
 			}
+			return
+		}
+		if p.closeAfter {
+			log.Debug("closing connection after a failed acks=0 produce")
 			return
 		}
 	}

@@ -126,13 +126,22 @@ func (s *Server) txnOffsetCommit(r *kmsg.TxnOffsetCommitRequest) kmsg.Response {
 	if r.Version >= 3 {
 		err = s.groups.ValidateCommit(r.Group, r.Generation, r.MemberID, r.InstanceID, true)
 	}
+	// Partitions the engine does not have answer UNKNOWN_TOPIC_OR_PARTITION
+	// and are not committed, as offsetCommit and Kafka's
+	// handleTxnOffsetCommitRequest do. (From review.)
 	offsets := map[engine.TopicPartition]engine.OffsetAndMetadata{}
+	unknown := map[engine.TopicPartition]error{}
 	for _, rt := range r.Topics {
 		for _, p := range rt.Partitions {
-			offsets[engine.TopicPartition{Topic: rt.Topic, Partition: p.Partition}] = engine.OffsetAndMetadata{Offset: p.Offset, Metadata: deref(p.Metadata)}
+			tp := engine.TopicPartition{Topic: rt.Topic, Partition: p.Partition}
+			if _, perr := s.eng.Partition(rt.Topic, int(p.Partition)); perr != nil {
+				unknown[tp] = perr
+				continue
+			}
+			offsets[tp] = engine.OffsetAndMetadata{Offset: p.Offset, Metadata: deref(p.Metadata)}
 		}
 	}
-	if err == nil {
+	if err == nil && len(offsets) > 0 {
 		err = s.coord.TxnCommitOffsets(r.TransactionalID, r.Group, r.ProducerID, r.ProducerEpoch, offsets)
 	}
 	code := s.code(kmsg.TxnOffsetCommit, err)
@@ -142,6 +151,9 @@ func (s *Server) txnOffsetCommit(r *kmsg.TxnOffsetCommitRequest) kmsg.Response {
 		for _, p := range rt.Partitions {
 			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
 			rp.Partition, rp.ErrorCode = p.Partition, code
+			if uerr := unknown[engine.TopicPartition{Topic: rt.Topic, Partition: p.Partition}]; uerr != nil && err == nil {
+				rp.ErrorCode = s.code(kmsg.TxnOffsetCommit, uerr)
+			}
 			t.Partitions = append(t.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, t)
