@@ -100,6 +100,13 @@ func (c *Consumer) Poll(p *Partition, maxBytes int, fn func(r *batch.Record) err
 		}
 		var r batch.Record
 		for it.Next(&r) {
+			if r.Offset < pos {
+				// The position can lie inside the first batch (a log
+				// start or committed offset mid-batch): its earlier
+				// records are not the consumer's, as Kafka's consumer
+				// drops them. (From review.)
+				continue
+			}
 			if err := fn(&r); err != nil {
 				return seen, err
 			}

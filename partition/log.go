@@ -593,7 +593,7 @@ func (l *Log) Read(offset int64, maxBytes int) (Chunk, error) {
 // gives an empty chunk, not an error. Once the log is closed (or killed),
 // reads fail with ErrClosed; chunks read before stay valid until released.
 func (l *Log) ReadBelow(offset int64, maxBytes int, limit int64) (Chunk, error) {
-	return l.read(offset, maxBytes, limit, l.logStart.Load())
+	return l.read(offset, maxBytes, limit, false)
 }
 
 // ReadRetained is Read from any offset still in a segment, also below the
@@ -602,7 +602,7 @@ func (l *Log) ReadBelow(offset int64, maxBytes int, limit int64) (Chunk, error) 
 // to an offset inside a segment), and those are still on disk. Not for
 // consumers.
 func (l *Log) ReadRetained(offset int64, maxBytes int) (Chunk, error) {
-	return l.read(offset, maxBytes, math.MaxInt64, l.FirstRetainedOffset())
+	return l.read(offset, maxBytes, math.MaxInt64, true)
 }
 
 // FirstRetainedOffset is the base offset of the first segment: the lowest
@@ -616,12 +616,27 @@ func (l *Log) FirstRetainedOffset() int64 {
 	return segs[0].Base()
 }
 
-func (l *Log) read(offset int64, maxBytes int, limit, start int64) (Chunk, error) {
+// readRaceHook, for tests, runs in read between the range check and the
+// segment search.
+var readRaceHook func()
+
+// read serves Read, ReadBelow and ReadRetained (retained: from the first
+// segment's base rather than the log start). The lowest readable offset is
+// loaded again on every round: retention or DeleteRecordsBefore may move it
+// and detach segments between the check and the segment search, and an
+// offset then below every segment is out of range, not a reason to serve
+// the next segment's batches. (From review: a read racing
+// DeleteRecordsBefore skipped to later offsets without an error.)
+func (l *Log) read(offset int64, maxBytes int, limit int64, retained bool) (Chunk, error) {
 	for {
 		if l.shut.Load() {
 			// Close emptied the segment list; say so rather than report
 			// the offset missing.
 			return Chunk{}, ErrClosed
+		}
+		start := l.logStart.Load()
+		if retained {
+			start = l.FirstRetainedOffset()
 		}
 		hw := l.hw.Load()
 		if offset < start || offset > hw {
@@ -632,10 +647,15 @@ func (l *Log) read(offset int64, maxBytes int, limit, start int64) (Chunk, error
 		if offset >= hw {
 			return Chunk{NextOffset: offset, HighWatermark: realHW}, nil
 		}
+		if h := readRaceHook; h != nil {
+			h()
+		}
 		segs := *l.segs.Load()
 		i := sort.Search(len(segs), func(i int) bool { return segs[i].Base() > offset }) - 1
 		if i < 0 {
-			i = 0
+			// Below every segment: the start moved past the offset since
+			// it was loaded; the next round says so.
+			continue
 		}
 		for ; i < len(segs); i++ {
 			ref := segs[i]
@@ -698,21 +718,42 @@ func (l *Log) ReadAppend(dst []byte, offset int64, maxBytes int) ([]byte, int64,
 // OffsetForTime returns the offset of the first batch whose max timestamp is
 // >= ts, or the high watermark if there is none (Kafka's ListOffsets by
 // timestamp).
+//
+// Batches wholly below the log start do not count, so the scan goes on
+// from the index's answer to the first batch that qualifies and reaches
+// the log start; the answer is then at least the log start (a batch that
+// holds the log start may owe its max timestamp to a record below it: the
+// caller decodes records for an exact answer, as kafka's ListOffsets does).
+// The answer never passes the high watermark. (From review: a qualifying
+// batch below the log start made it answer the log start, whose timestamp
+// may be below ts.)
 func (l *Log) OffsetForTime(ts int64) (int64, error) {
-	segs := *l.segs.Load()
-	for _, ref := range segs {
+	start, hw := l.logStart.Load(), l.hw.Load()
+	for _, ref := range *l.segs.Load() {
 		if !ref.acquire() {
 			continue
 		}
-		pos, ok := ref.LookupTime(ts)
-		if ok {
-			off := batch.Batch(ref.Read(pos, ref.Published())).BaseOffset()
-			ref.release()
-			return max(off, l.logStart.Load()), nil
+		if pos, ok := ref.LookupTime(ts); ok {
+			for data := ref.Read(pos, ref.Published()); len(data) > 0; {
+				n, err := batch.Size(data)
+				if err != nil {
+					break
+				}
+				b := batch.Batch(data[:n])
+				data = data[n:]
+				if b.BaseOffset() >= hw {
+					ref.release()
+					return hw, nil
+				}
+				if b.MaxTimestamp() >= ts && b.LastOffset() >= start {
+					ref.release()
+					return max(b.BaseOffset(), start), nil
+				}
+			}
 		}
 		ref.release()
 	}
-	return l.hw.Load(), nil
+	return hw, nil
 }
 
 // Flush syncs everything appended so far and advances the recovery point.

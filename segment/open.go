@@ -160,11 +160,20 @@ func (s *Segment) LoadTail() error {
 		return fmt.Errorf("cannot read first batch of segment %d: %w", s.base, err)
 	}
 	s.firstTimestamp = first.MaxTimestamp()
-	if ts, off := s.times.LastEntry(); ts >= 0 {
-		s.maxTimestamp, s.maxTimestampOff = ts, off
-	}
 	_, pos := s.offsets.Lookup(1<<63 - 1)
 	s.bytesSinceIndex = s.size - pos
+	if ts, off := s.times.LastEntry(); ts >= 0 {
+		s.maxTimestamp, s.maxTimestampOff = ts, off
+	} else {
+		// No time-index entry: none is written while every timestamp is
+		// 0 or less, and an entry {0, base} is all zeros, the index's
+		// terminator, which the open drops. The largest timestamp may
+		// then lie before the last offset-index entry: the whole segment
+		// is scanned for it, or the seal's final entry would name a later
+		// offset for it and time lookups would skip the earlier batches.
+		// (From review.)
+		pos = 0
+	}
 	for pos < s.size {
 		b := batch.Batch(s.data[pos:s.size])
 		n, err := batch.Size(b)
