@@ -53,6 +53,9 @@ type Coordinator struct {
 	// stopAfterMarkers, for crash tests: end an EndTxn after writing this
 	// many markers (> 0), as if the process died there.
 	stopAfterMarkers int
+	// orphans are the partition transactions the open's sweep could not
+	// end yet (under mu): AbortTimedOut retries them.
+	orphans []orphan
 }
 
 // Coordinator returns the engine's transaction coordinator, opening (and
@@ -84,9 +87,11 @@ func openCoordinator(e *Engine) (*Coordinator, error) {
 			_ = c.complete(m)
 		}
 	}
-	if err := c.sweepOrphans(); err != nil {
-		return nil, err
-	}
+	// A marker the sweep cannot write now (a full producer table, a
+	// segment too small for it) leaves that orphan for AbortTimedOut to
+	// retry: it must not keep the coordinator, or the engine (Open), from
+	// opening. (From review: it kept the whole engine from opening.)
+	c.sweepOrphans()
 	return c, nil
 }
 
@@ -105,39 +110,86 @@ func openCoordinator(e *Engine) (*Coordinator, error) {
 // machine crash: waitDecision). (From review: under SyncAlways the sweep
 // committed a never-committed version-1 transaction whose Ongoing record a
 // machine crash lost, on the strength of the previous one's commit.)
-func (c *Coordinator) sweepOrphans() error {
-	byPID := map[int64]*txnMeta{}
-	for _, m := range c.txns {
-		byPID[m.pid] = m
-	}
-	for _, m := range c.txns {
-		// The end that rotated the id's producer id wrote its markers with
-		// the previous one.
-		if m.prevPID >= 0 && m.epoch == 0 && byPID[m.prevPID] == nil {
-			byPID[m.prevPID] = m
-		}
-	}
+//
+// Transactions the coordinator knows as ongoing or decided are not
+// orphans: their end writes their markers (a decided one whose completion
+// failed is retried, stuckDecided). (From review: a commit whose
+// completion failed at open was aborted here on the partitions it had not
+// reached yet, and the retried completion's COMMIT then found nothing open
+// there.) An orphan whose marker fails is kept in c.orphans for
+// AbortTimedOut to retry.
+func (c *Coordinator) sweepOrphans() {
+	var failed []orphan
 	for _, p := range c.e.Partitions() {
 		if p == c.log {
 			continue
 		}
-		tp := TopicPartitionRef{Topic: p.topic, Partition: int32(p.index)}
 		for pid := range p.openTransactions() {
-			m := byPID[pid]
-			if m != nil && m.pid == pid && m.state == TxnOngoing && containsTP(m.partitions, tp) {
-				continue // live: EndTxn or the timeout ends it
-			}
-			epoch, err := p.producerEpoch(pid)
-			if err != nil {
-				return err
-			}
-			commit := !p.log.MustWait() && m != nil && m.state == TxnCompleteCommit && committedEpoch(m, pid) == epoch
-			if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: commit}); err != nil {
-				return fmt.Errorf("cannot end orphan transaction of producer %d in %s-%d: %w", pid, p.topic, p.index, err)
+			if err := c.endOrphan(p, pid); err != nil {
+				failed = append(failed, orphan{p, pid})
 			}
 		}
 	}
+	c.orphans = failed
+}
+
+// orphan is a partition transaction the sweep could not end yet.
+type orphan struct {
+	p   *Partition
+	pid int64
+}
+
+// retryOrphans ends the orphans the last sweep could not (AbortTimedOut),
+// keeping those that fail again.
+func (c *Coordinator) retryOrphans() error {
+	var errs []error
+	left := c.orphans[:0]
+	for _, o := range c.orphans {
+		if _, open := o.p.openTransactions()[o.pid]; !open || o.p.deleted.Load() {
+			continue
+		}
+		if err := c.endOrphan(o.p, o.pid); err != nil {
+			errs = append(errs, err)
+			left = append(left, o)
+		}
+	}
+	c.orphans = left
+	return errors.Join(errs...)
+}
+
+// endOrphan writes the marker that ends pid's open transaction in p if no
+// transaction the coordinator knows covers it (under mu).
+func (c *Coordinator) endOrphan(p *Partition, pid int64) error {
+	m := c.byPID(pid)
+	tp := TopicPartitionRef{Topic: p.topic, Partition: int32(p.index)}
+	if m != nil && m.pid == pid && (m.state == TxnOngoing || m.state == TxnPrepareCommit || m.state == TxnPrepareAbort) &&
+		containsTP(m.partitions, tp) {
+		return nil // live or decided: its end writes the markers
+	}
+	epoch, err := p.producerEpoch(pid)
+	if err != nil {
+		return err
+	}
+	commit := !p.log.MustWait() && m != nil && m.state == TxnCompleteCommit && committedEpoch(m, pid) == epoch
+	if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: commit}); err != nil {
+		return fmt.Errorf("cannot end orphan transaction of producer %d in %s-%d: %w", pid, p.topic, p.index, err)
+	}
 	return nil
+}
+
+// byPID finds the transactional id whose producer id is pid, or whose end
+// rotated it away from pid (its markers carried the previous id).
+func (c *Coordinator) byPID(pid int64) *txnMeta {
+	var rotated *txnMeta
+	for _, m := range c.txns {
+		if m.pid == pid {
+			return m
+		}
+		if m.prevPID == pid && m.epoch == 0 {
+			rotated = m
+		}
+	}
+	return rotated
 }
 
 // committedEpoch is the epoch that the data of m's last committed
@@ -753,9 +805,10 @@ var decidingHook func(id string)
 // AbortTimedOut aborts, with an epoch bump that fences the producer, every
 // ongoing transaction older than its timeout (3.6), and returns how many.
 // It also writes the missing markers of every decided transaction whose
-// completion failed (PrepareCommit or PrepareAbort, not being decided), as
-// Kafka's marker sender keeps retrying in the background: run periodically,
-// it completes them once the cause is gone. One id's failure does not stop
+// completion failed (PrepareCommit or PrepareAbort, not being decided), and
+// of the orphans the open's sweep could not end, as Kafka's marker sender
+// keeps retrying in the background: run periodically, it completes them
+// once the cause is gone. One id's failure does not stop
 // the others; the errors are joined.
 func (c *Coordinator) AbortTimedOut() (int, error) {
 	c.mu.Lock()
@@ -793,6 +846,9 @@ func (c *Coordinator) AbortTimedOut() (int, error) {
 				errs = append(errs, err)
 			}
 		}
+	}
+	if err := c.retryOrphans(); err != nil {
+		errs = append(errs, err)
 	}
 	return n, errors.Join(errs...)
 }

@@ -231,12 +231,12 @@ func openOffsets(e *Engine) (*offsetStore, error) {
 			end = p.log.WrittenEnd()
 		})
 		if p.log.HighWatermark() < end {
-			if err := p.log.WaitDurable(end); err != nil {
-				return nil, fmt.Errorf("cannot replay %s-%d: %w", ConsumerOffsetsTopic, i, err)
-			}
+			err = p.log.WaitDurable(end)
 		}
 		op.mu.Lock()
-		err = op.replay()
+		if err == nil {
+			err = op.replay()
+		}
 		if err == nil {
 			// Markers that reached the hook during the wait and the replay,
 			// in log order; the replay applied those below replayedTo.
@@ -249,7 +249,15 @@ func openOffsets(e *Engine) (*offsetStore, error) {
 		}
 		op.mu.Unlock()
 		if err != nil {
-			return nil, err
+			// The hooks installed so far would keep markers for a store
+			// that never becomes ready: removed, for the next open to
+			// install its own. (From review.)
+			for j := 0; j <= i; j++ {
+				if q, perr := e.Partition(ConsumerOffsetsTopic, j); perr == nil {
+					q.onMarker.Store(nil)
+				}
+			}
+			return nil, fmt.Errorf("cannot replay %s-%d: %w", ConsumerOffsetsTopic, i, err)
 		}
 		s.parts[i] = op
 	}

@@ -361,7 +361,11 @@ func (p *Partition) expired(lastTimestamp int64, now time.Time) bool {
 func (p *Partition) ExpireProducers() int {
 	now := p.opts.Now()
 	return p.producers.Sweep(func(pid int64, s *pidtable.State) bool {
-		return s.TxnFirstOffset() >= 0 || !p.expired(s.LastTimestamp, now)
+		keep := s.TxnFirstOffset() >= 0 || !p.expired(s.LastTimestamp, now)
+		if !keep {
+			p.verify.clear(pid) // its verification goes with its state
+		}
+		return keep
 	})
 }
 

@@ -41,22 +41,28 @@ type Verification struct{ token uint64 }
 // verifier holds a partition's verification tokens.
 type verifier struct {
 	mu     sync.Mutex
-	tokens map[int64]uint64 // pid -> its last token; deleted by pid's markers
+	tokens map[int64]uint64 // pid -> its token; deleted by pid's markers (and expiry)
 	next   atomic.Uint64
 }
 
 // BeginVerification starts a verification of producer pid's next
 // transactional append here: call it before asking the coordinator
-// (Coordinator.Verify), and append with AppendNoWaitVerified.
+// (Coordinator.Verify), and append with AppendNoWaitVerified. Concurrent
+// verifications of one producer share its token until a marker clears it,
+// as Kafka's requests share one verification guard: a second request must
+// not void the first one's check. (From review.)
 func (p *Partition) BeginVerification(pid int64) Verification {
 	v := &p.verify
-	t := v.next.Add(1)
 	v.mu.Lock()
+	defer v.mu.Unlock()
+	if t, ok := v.tokens[pid]; ok {
+		return Verification{t}
+	}
 	if v.tokens == nil {
 		v.tokens = map[int64]uint64{}
 	}
+	t := v.next.Add(1)
 	v.tokens[pid] = t
-	v.mu.Unlock()
 	return Verification{t}
 }
 

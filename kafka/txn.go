@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"errors"
+	"math"
 	"time"
 
 	"github.com/idemlog/idemlog/engine"
@@ -144,7 +145,11 @@ func (s *Server) txnOffsetCommit(r *kmsg.TxnOffsetCommitRequest) kmsg.Response {
 	if err == nil && len(offsets) > 0 {
 		err = s.coord.TxnCommitOffsets(r.TransactionalID, r.Group, r.ProducerID, r.ProducerEpoch, offsets)
 	}
-	code := s.code(kmsg.TxnOffsetCommit, err)
+	// A verification refusal of a fenced producer answers
+	// INVALID_PRODUCER_EPOCH, as KIP-890's verification maps it for every
+	// version (spec 3.10; older clients do not know PRODUCER_FENCED at
+	// all). (From review.)
+	code := s.fencedCode(kmsg.TxnOffsetCommit, r.Version, math.MaxInt16, err)
 	for _, rt := range r.Topics {
 		t := kmsg.NewTxnOffsetCommitResponseTopic()
 		t.Topic = rt.Topic
