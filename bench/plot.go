@@ -18,6 +18,12 @@ func WritePlot(path string, r *Result) error {
 	if err != nil {
 		return err
 	}
+	return writePlotTo(f, path, r)
+}
+
+// writePlotTo is WritePlot into f, created for path, which it closes.
+func writePlotTo(f *os.File, path string, r *Result) error {
+	var err error
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".html", ".htm":
 		err = writeHTML(f, r)

@@ -71,6 +71,9 @@ type indexKind struct {
 	offsetAt int
 	// follows reports whether an entry may come after prev.
 	follows func(prev, cur [2]int64) bool
+	// posAt says which number is a file position (never negative), -1 if
+	// neither.
+	posAt int
 }
 
 var (
@@ -83,6 +86,7 @@ var (
 		},
 		offsetAt: 0,
 		follows:  func(prev, cur [2]int64) bool { return cur[0] > prev[0] && cur[1] > prev[1] },
+		posAt:    1,
 	}
 	timeIndex = &indexKind{
 		suffix:    ".timeindex",
@@ -93,6 +97,7 @@ var (
 		},
 		offsetAt: 1,
 		follows:  func(prev, cur [2]int64) bool { return cur[0] > prev[0] && cur[1] >= prev[1] },
+		posAt:    -1,
 	}
 )
 
@@ -201,6 +206,11 @@ func (d *indexDumper) entry(a, b int64) {
 	case cur[d.k.offsetAt] < d.base:
 		problem = fmt.Errorf("entry %d {%s %d, %s %d}: offset below the base %d: %w",
 			d.entries, d.k.fields[0], a, d.k.fields[1], b, d.base, ErrIndex)
+	case d.k.posAt >= 0 && cur[d.k.posAt] < 0:
+		// The first entry too: only later ones are checked against the
+		// one before them. (From review.)
+		problem = fmt.Errorf("entry %d {%s %d, %s %d}: negative position: %w",
+			d.entries, d.k.fields[0], a, d.k.fields[1], b, ErrIndex)
 	case d.entries > 0 && !d.k.follows(d.prev, cur):
 		problem = fmt.Errorf("entry %d {%s %d, %s %d} does not follow entry %d {%s %d, %s %d}: %w",
 			d.entries, d.k.fields[0], a, d.k.fields[1], b, d.entries-1, d.k.fields[0], d.prev[0], d.k.fields[1], d.prev[1], ErrIndex)

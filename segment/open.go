@@ -240,7 +240,10 @@ func (s *Segment) Recover(maxBatchSize int, visit func(b batch.Batch)) (truncate
 		// one with the first bytes of its base offset leaves stale high
 		// bytes there in front of a valid new body (the CRC does not cover
 		// the base offset). (From review.)
-		if b.BaseOffset() < s.nextOffset || (pos > 0 && b.BaseOffset() != s.nextOffset) || b.LastOffset()-s.base > 1<<31-1 {
+		// The last offset must not wrap (a base offset near MaxInt64: the
+		// CRC does not cover it).
+		if b.BaseOffset() < s.nextOffset || (pos > 0 && b.BaseOffset() != s.nextOffset) ||
+			b.LastOffset() < b.BaseOffset() || b.LastOffset()-s.base > 1<<31-1 {
 			break
 		}
 		if err := s.index(b, b.BaseOffset(), pos); err != nil {

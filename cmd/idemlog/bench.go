@@ -117,7 +117,20 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		if set["records"] && !set["duration"] {
 			c.Duration = 0
 		}
-		err = c.Validate()
+		// A value that changes nothing is a mistake to report, not to
+		// echo in the workload as if it applied. (From review.)
+		switch {
+		case set["records"] && c.Records == 0:
+			err = fmt.Errorf("%w: --records 0 writes nothing: give a positive count", bench.ErrUsage)
+		case set["duration"] && c.Duration == 0:
+			err = fmt.Errorf("%w: --duration 0 writes nothing: give a positive duration", bench.ErrUsage)
+		case set["txn-batches"] && c.Mode != "transactional":
+			err = fmt.Errorf("%w: --txn-batches applies to --mode transactional only", bench.ErrUsage)
+		case set["isolation"] && c.Readers == 0:
+			err = fmt.Errorf("%w: --isolation applies to readers: give --readers N", bench.ErrUsage)
+		default:
+			err = c.Validate()
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "idemlog bench: %v\n\n", err)
