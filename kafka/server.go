@@ -262,6 +262,12 @@ func (s *Server) maintain() {
 		if _, err := s.coord.ExpireTransactionalIDs(); err != nil {
 			s.log.Warn("cannot expire transactional ids", "err", err)
 		}
+		// A group with offsets (committed or pending in a transaction) is
+		// kept, as Kafka keeps it until they expire.
+		s.groups.ForgetEmptyGroups(func(group string) bool {
+			got, err := s.eng.FetchOffsets(group, nil, true)
+			return err != nil || len(got) > 0
+		})
 	}
 }
 

@@ -247,6 +247,40 @@ func (c *Coordinator) Describe(group string) (state string, generation int32, pr
 	return g.state.String(), g.generation, g.protocol, members, true
 }
 
+// ForgetEmptyGroups removes the groups with no members, no pending member
+// ids and, by hasOffsets, no offsets in the engine, as Kafka's periodic
+// offsets cleanup removes such Empty groups; it returns how many. Without
+// it, every group id ever seen (a console consumer's random one, say)
+// stayed for the life of the process. (From review.) A group forgotten
+// and joined again starts afresh, as in Kafka.
+func (c *Coordinator) ForgetEmptyGroups(hasOffsets func(group string) bool) int {
+	c.mu.Lock()
+	names := make([]string, 0, len(c.groups))
+	for name := range c.groups {
+		names = append(names, name)
+	}
+	c.mu.Unlock()
+	n := 0
+	for _, name := range names {
+		g := c.locked(name, false)
+		if g == nil {
+			continue
+		}
+		if g.state == stateEmpty && len(g.members) == 0 && len(g.pending) == 0 && !hasOffsets(name) {
+			g.dead = true
+			g.stopTimers()
+			c.mu.Lock()
+			if c.groups[name] == g {
+				delete(c.groups, name)
+				n++
+			}
+			c.mu.Unlock()
+		}
+		g.mu.Unlock()
+	}
+	return n
+}
+
 // Groups returns how many groups the coordinator holds, Empty ones included.
 func (c *Coordinator) Groups() int {
 	c.mu.Lock()

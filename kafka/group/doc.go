@@ -65,8 +65,10 @@
 //     Fencing still holds, since a stale member's id is unknown to the new
 //     coordinator. Committed offsets live in the engine
 //     (engine.CommitOffsets), which keeps them across restarts.
-//   - Empty groups are kept, with their generation, until DeleteGroup; Kafka
-//     keeps them until their offsets expire.
+//   - Empty groups with offsets in the engine are kept, with their
+//     generation, until DeleteGroup (Kafka keeps them until their offsets
+//     expire); ForgetEmptyGroups, run by the listener's maintenance tick,
+//     removes those without offsets, as Kafka's periodic cleanup does.
 //   - group.max.size (GROUP_MAX_SIZE_REACHED), KIP-848 consumer groups,
 //     share and streams groups, DescribeGroups and ListGroups (Describe and
 //     Groups report enough for tests and metrics).

@@ -409,6 +409,12 @@ func (g *group) answerSync(m *member, code int16) bool {
 		return false
 	}
 	m.sync = nil
+	// The member's session starts again with the answer, an error
+	// included, as Kafka's propagateAssignment restarts its heartbeat
+	// timer: it could not heartbeat while parked, and must get a whole
+	// session to rejoin. (From review: a follower parked until a rebalance
+	// voided its sync expired before it could rejoin.)
+	g.touch(m)
 	resp := call.req.ResponseKind().(*kmsg.SyncGroupResponse)
 	resp.ErrorCode = code
 	resp.MemberAssignment = []byte{}
