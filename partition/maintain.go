@@ -87,6 +87,11 @@ func (l *Log) submit(t task) {
 		select {
 		case l.maint.tasks <- t:
 		default:
+			// The task holds a reference on its segment (writeLocked),
+			// which the maintainer would have released: dropped, it must
+			// be released here, or the segment is never closed, unmapped
+			// or deleted. (From review.)
+			t.seg.release()
 		}
 		return
 	}
@@ -173,6 +178,13 @@ func (l *Log) sealRolled(seg *segRef, end int64, snapshot []byte) {
 	if err == nil {
 		err = fsutil.SyncDir(l.dir)
 	}
+	if err != nil {
+		// Failed before the segment leaves the unsealed list: a group sync
+		// that copies the list without it sees the failure (syncOnce
+		// checks after the copy) rather than counting its bytes durable.
+		// (From review: a sync acknowledged a batch whose seal failed.)
+		l.fail(err)
+	}
 	// Only unsealedMu, never mu: the writer may be blocked on a full task
 	// queue while holding mu, waiting for this goroutine.
 	l.unsealedMu.Lock()
@@ -185,10 +197,15 @@ func (l *Log) sealRolled(seg *segRef, end int64, snapshot []byte) {
 	l.unsealedMu.Unlock()
 	seg.release()
 	if err != nil {
-		l.fail(err)
 		return
 	}
 	l.sync.advance(end)
 	storeMax(&l.recoveryPoint, end)
+	if l.durableOnly() {
+		// What the seal made durable becomes visible, and readers parked
+		// on Advanced wake: otherwise it waited for a later group sync,
+		// which never comes if nothing more is appended. (From review.)
+		l.raiseHW(end)
+	}
 	_ = l.writeCheckpoints()
 }

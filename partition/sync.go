@@ -2,6 +2,7 @@ package partition
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,15 +72,16 @@ func (l *Log) waitDurable(end int64) error {
 // while the leader syncs; under SyncAlways it takes that lock briefly at
 // its start and end (startStaging, endStaging), so it must never be called
 // under it (nor WaitDurable, Flush: not from an AppendBatch callback, a
-// Locked function or a Snapshot). The snapshot is read in this order: the written end E, then
-// the unsealed list, then the active segment. The writer stores E after the
-// bytes below it are in a segment, and a roll puts the old segment on the
-// unsealed list and then stores the new active pointer before any byte goes
-// to it. So every byte below E lies in a segment that is either on the list
-// we copy, already sealed (synced; it leaves the list only after its
-// seal), or the active segment we load last (or an older active one that
-// a later roll moved to the list before we read it). All atomics are
-// sequentially consistent.
+// Locked function or a Snapshot). The snapshot is read in this order: the
+// written end E, then the active segment A, then the unsealed list. The
+// writer stores E after the bytes below it are in a segment, and a roll
+// puts the old segment on the unsealed list and then stores the new active
+// pointer before any byte goes to it. So every byte below E lies in the
+// segment active when E was read or an older one. That segment is A, or a
+// roll moved it to the list before A was stored, which our load of A
+// observed, so the list we copy after it holds it; older ones are on that
+// list or sealed (synced; a segment leaves the list only after its seal).
+// All atomics are sequentially consistent.
 func (l *Log) syncOnce() (int64, error) {
 	var segs [4]*segRef
 	var end int64
@@ -100,11 +102,25 @@ func (l *Log) syncOnce() (int64, error) {
 		}
 		end = l.written.Load()
 	}
+	// The active segment is read before the unsealed list: a roll adds
+	// the old segment to the list and then stores the new active pointer,
+	// so a roll between the two reads leaves the segment we read as active
+	// on the list we copy. Read the other way round, a roll in between left
+	// the old segment in neither, unsynced, though end covered its bytes.
+	// (From review.)
+	active := l.activeRef.Load()
 	l.unsealedMu.Lock()
 	pending := append(segs[:0], l.unsealed...)
 	l.unsealedMu.Unlock()
-	active := l.activeRef.Load()
-	pending = append(pending, active)
+	if !slices.Contains(pending, active) {
+		pending = append(pending, active)
+	}
+	if l.failed.Load() {
+		// A seal that failed fails the log before its segment leaves the
+		// list: checked after the copy, a list without that segment is
+		// never counted durable.
+		return 0, fmt.Errorf("cannot sync partition %s: %w: %w", l.dir, ErrFailed, *l.failErr.Load())
+	}
 	dirDirty := l.dirDirty.Swap(false)
 	n := 0
 	for _, s := range pending {
@@ -119,7 +135,7 @@ func (l *Log) syncOnce() (int64, error) {
 			s.release()
 		}
 	}()
-	if n == 0 || pending[n-1] != active {
+	if n == 0 || !slices.Contains(pending, active) {
 		// The active segment was retired: the log is closing, and Close
 		// syncs everything itself.
 		return 0, ErrClosed
