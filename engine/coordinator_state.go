@@ -2,7 +2,6 @@ package engine
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -74,7 +73,7 @@ type TopicPartitionRef struct {
 // transactional id.
 const txnValueFixed = 2 + 8 + 8 + 2 + 2 + 4 + 1 + 1 + 8 + 8 + 4 // version 0
 
-var errTxnValue = errors.New("malformed transaction-state record")
+var errTxnValue = fmt.Errorf("malformed transaction-state record: %w", ErrCorruptMetadata)
 
 func (m *txnMeta) encode(dst []byte) []byte {
 	be := binary.BigEndian

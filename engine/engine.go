@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -13,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemlog/idemlog/internal/fsutil"
 	"github.com/idemlog/idemlog/partition"
 )
 
@@ -99,6 +102,12 @@ func Open(dir string, opts Options) (*Engine, error) {
 	}
 	has := map[*Partition]bool{}
 	for _, ent := range entries {
+		if strings.HasPrefix(ent.Name(), createDirPrefix) {
+			// A partition whose creation a crash cut short: CreateTopic
+			// makes it again.
+			_ = os.RemoveAll(filepath.Join(dir, ent.Name()))
+			continue
+		}
 		if isDeleteDir(ent) {
 			// A deletion the last process made durable but did not finish
 			// (see DeleteTopic); should this fail, the next Open retries.
@@ -148,7 +157,9 @@ func parsePartitionName(name string) (string, int, bool) {
 		return "", 0, false
 	}
 	n, err := strconv.Atoi(name[i+1:])
-	if err != nil || n < 0 || ValidateTopic(name[:i]) != nil {
+	// Only the name the engine writes: "t-00" or "t-+0" would open as
+	// partition 0 under a key lookups never use. (From review.)
+	if err != nil || n < 0 || strconv.Itoa(n) != name[i+1:] || ValidateTopic(name[:i]) != nil {
 		return "", 0, false
 	}
 	return name[:i], n, true
@@ -202,7 +213,7 @@ func (e *Engine) CreateTopicWithConfig(topic string, partitions int, cfg map[str
 		var p *Partition
 		var hasID bool
 		if _, serr := os.Stat(dir); os.IsNotExist(serr) {
-			if err = writeTopicConfig(dir, cfg); err != nil {
+			if err = createPartitionDir(e.dir, key, cfg, id); err != nil {
 				break
 			}
 		}
@@ -235,6 +246,36 @@ func (e *Engine) CreateTopicWithConfig(topic string, partitions int, cfg map[str
 		}
 	}
 	return err
+}
+
+// createPartitionDir makes a partition's directory with its topic config
+// and partition.metadata in place, atomically: under a temporary name,
+// renamed to key, then the data dir synced. A crash in between left a
+// directory with no config (or half of one), which Open took for a
+// partition without overrides and CreateTopic then kept: the overrides were
+// lost. The sync of the data dir makes the new partition's name durable
+// before anything is appended to it. (From review.)
+func createPartitionDir(dataDir, key string, cfg map[string]string, id [16]byte) error {
+	var rnd [8]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return fmt.Errorf("cannot create %s: %w", key, err)
+	}
+	tmp := filepath.Join(dataDir, createDirPrefix+hex.EncodeToString(rnd[:]))
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return fmt.Errorf("cannot create %s: %w", key, err)
+	}
+	err := writeTopicConfig(tmp, cfg)
+	if err == nil {
+		err = writePartitionMetadata(tmp, id)
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dataDir, key))
+	}
+	if err != nil {
+		_ = os.RemoveAll(tmp)
+		return fmt.Errorf("cannot create %s: %w", key, err)
+	}
+	return fsutil.SyncDir(dataDir)
 }
 
 // Partition returns a partition, or ErrUnknownTopicOrPartition.

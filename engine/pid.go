@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -38,9 +39,14 @@ func openPIDAllocator(dir string) (*pidAllocator, error) {
 	case err != nil:
 		return nil, fmt.Errorf("cannot read producer id watermark: %w", err)
 	case len(data) != 12 || crc32.ChecksumIEEE(data[:8]) != binary.BigEndian.Uint32(data[8:]):
-		return nil, fmt.Errorf("cannot read producer id watermark: corrupt file %s", filepath.Join(dir, pidFile))
+		return nil, fmt.Errorf("cannot read producer id watermark: corrupt file %s: %w", filepath.Join(dir, pidFile), ErrCorruptMetadata)
 	default:
 		a.next = int64(binary.BigEndian.Uint64(data))
+		// Producer ids are never negative (-1 is "no producer"), and the
+		// next block must not wrap. (From review: -1 was handed out.)
+		if a.next < 0 || a.next > math.MaxInt64-pidBlockSize {
+			return nil, fmt.Errorf("cannot read producer id watermark: %d out of range in %s: %w", a.next, filepath.Join(dir, pidFile), ErrCorruptMetadata)
+		}
 	}
 	a.end = a.next
 	return a, nil
@@ -51,6 +57,9 @@ func (a *pidAllocator) allocate() (int64, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.next == a.end {
+		if a.end > math.MaxInt64-pidBlockSize {
+			return 0, fmt.Errorf("cannot reserve producer ids: the id space is exhausted at %d: %w", a.end, ErrCorruptMetadata)
+		}
 		end := a.end + pidBlockSize
 		var buf [12]byte
 		binary.BigEndian.PutUint64(buf[:], uint64(end))

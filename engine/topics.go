@@ -128,19 +128,22 @@ func readPartitionMetadata(dir string) (id [16]byte, ok bool, err error) {
 		k, v, found := strings.Cut(sc.Text(), ": ")
 		switch {
 		case !found:
-			return id, false, fmt.Errorf("cannot read %s: malformed line %q", path, sc.Text())
+			return id, false, fmt.Errorf("cannot read %s: malformed line %q: %w", path, sc.Text(), ErrCorruptMetadata)
 		case k == "version":
 			version = v
 		case k == "topic_id":
 			topicID = v
 		}
 	}
+	if err := sc.Err(); err != nil {
+		return id, false, fmt.Errorf("cannot read %s: %w: %w", path, ErrCorruptMetadata, err)
+	}
 	if version != "0" {
-		return id, false, fmt.Errorf("cannot read %s: version %q, want 0", path, version)
+		return id, false, fmt.Errorf("cannot read %s: version %q, want 0: %w", path, version, ErrCorruptMetadata)
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(topicID)
 	if err != nil || len(raw) != 16 || [16]byte(raw) == ([16]byte{}) {
-		return id, false, fmt.Errorf("cannot read %s: bad topic id %q", path, topicID)
+		return id, false, fmt.Errorf("cannot read %s: bad topic id %q: %w", path, topicID, ErrCorruptMetadata)
 	}
 	return [16]byte(raw), true, nil
 }
@@ -229,6 +232,17 @@ func assignTopicIDs(parts map[string]*Partition, has map[*Partition]bool) (*topi
 
 const deleteDirSuffix = "-delete"
 
+// ErrCorruptMetadata: a metadata file of the data dir (partition.metadata,
+// producer-id-block, a __transaction_state record) that cannot be what
+// idemlog wrote. The storage is at fault, as Kafka's KAFKA_STORAGE_ERROR
+// says. (From review: these errors matched no sentinel.)
+var ErrCorruptMetadata = errcode.New(errcode.KafkaStorageError, "corrupt metadata")
+
+// createDirPrefix names a partition directory being created (CreateTopic):
+// it is renamed to its partition's name once its files are in place, and
+// Open removes one a crash left.
+const createDirPrefix = ".create-"
+
 // isDeleteDir reports whether name is a directory DeleteTopic renamed.
 func isDeleteDir(ent os.DirEntry) bool {
 	name, ok := strings.CutSuffix(ent.Name(), deleteDirSuffix)
@@ -309,7 +323,13 @@ func (e *Engine) retirePartitions(gone []*Partition) ([]string, error) {
 			continue
 		}
 		dir := p.log.Dir()
-		to := dir + "." + hex.EncodeToString(suffix[:]) + deleteDirSuffix
+		// Kafka's rule: the name may be shortened, the suffix not. A
+		// 249-byte topic's partition name plus the suffix is past the
+		// 255-byte limit of a file name. (From review: such a topic could
+		// not be deleted.)
+		tail := "." + hex.EncodeToString(suffix[:]) + deleteDirSuffix
+		base := filepath.Base(dir)
+		to := filepath.Join(filepath.Dir(dir), base[:min(len(base), 255-len(tail))]+tail)
 		if err := os.Rename(dir, to); err != nil {
 			// The directory keeps its name: the partition comes back at the
 			// next Open.
