@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemlog/idemlog/errcode"
 	"github.com/idemlog/idemlog/internal/fsutil"
 	"github.com/idemlog/idemlog/partition"
 )
@@ -179,6 +180,27 @@ func (e *Engine) CreateTopic(topic string, partitions int) error {
 // ValidateTopicConfig for the names); they are stored with each new
 // partition, so they survive restarts. Existing partitions keep theirs.
 func (e *Engine) CreateTopicWithConfig(topic string, partitions int, cfg map[string]string) error {
+	return e.createTopic(topic, partitions, cfg, false)
+}
+
+// ErrTopicAlreadyExists: CreateNewTopic of a topic that exists.
+var ErrTopicAlreadyExists = errcode.New(36, "topic already exists") // TOPIC_ALREADY_EXISTS
+
+// CreateNewTopic is CreateTopicWithConfig for a topic that must not exist
+// yet, as Kafka's CreateTopics creates: ErrTopicAlreadyExists if it does,
+// ErrInvalidTopic if its name collides with an existing topic's once '.'
+// and '_' are taken alike (Kafka's rule: their metric names would clash).
+// The check and the creation are one step, so of concurrent creations of a
+// topic exactly one succeeds. (From review: every one succeeded, adding
+// partitions to the first.)
+func (e *Engine) CreateNewTopic(topic string, partitions int, cfg map[string]string) error {
+	return e.createTopic(topic, partitions, cfg, true)
+}
+
+// collisionKey is the name Kafka compares for collisions.
+func collisionKey(topic string) string { return strings.ReplaceAll(topic, ".", "_") }
+
+func (e *Engine) createTopic(topic string, partitions int, cfg map[string]string, mustBeNew bool) error {
 	if err := ValidateTopic(topic); err != nil {
 		return err
 	}
@@ -195,6 +217,17 @@ func (e *Engine) CreateTopicWithConfig(topic string, partitions int, cfg map[str
 	}
 	ids := e.ids.Load()
 	id, known := ids.byName[topic]
+	if mustBeNew {
+		if known {
+			return fmt.Errorf("cannot create topic %q: %w", topic, ErrTopicAlreadyExists)
+		}
+		key := collisionKey(topic)
+		for other := range ids.byName {
+			if collisionKey(other) == key {
+				return fmt.Errorf("cannot create topic %q: it collides with %q ('.' and '_' are alike): %w", topic, other, ErrInvalidTopic)
+			}
+		}
+	}
 	if !known {
 		var err error
 		if id, err = newTopicID(ids.byID); err != nil {

@@ -54,18 +54,32 @@ func readFrame(r io.Reader, buf []byte, maxSize int) ([]byte, []byte, error) {
 	if int64(n) > int64(maxSize) {
 		return nil, buf, fmt.Errorf("cannot read frame of %d bytes (max %d): %w", n, maxSize, ErrFrameTooLarge)
 	}
-	if cap(buf) < int(n) {
-		buf = make([]byte, n)
-	}
-	frame := buf[:n]
-	if _, err := io.ReadFull(r, frame); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
+	// The buffer grows with the bytes that arrive, not with the size the
+	// prefix claims: a client that sends a 100 MiB prefix and nothing more
+	// holds at most a chunk (doubling from 64 KiB) of memory. (From review:
+	// 16 such connections took 1.6 GiB.)
+	buf = buf[:0]
+	for len(buf) < int(n) {
+		if cap(buf) == len(buf) {
+			grown := make([]byte, len(buf), min(int(n), max(frameChunk, 2*cap(buf))))
+			copy(grown, buf)
+			buf = grown
 		}
-		return nil, buf, err
+		// Never past this frame: what follows is the next one's.
+		m, err := io.ReadFull(r, buf[len(buf):min(cap(buf), int(n))])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, buf, err
+		}
 	}
-	return frame, buf, nil
+	return buf[:n], buf, nil
 }
+
+// frameChunk is the first allocation for a frame larger than the buffer.
+const frameChunk = 64 << 10
 
 // parseRequest decodes a frame into its header and request. The request's
 // byte fields (a produce's record batches) alias frame; strings are copies.

@@ -43,8 +43,28 @@ func (s *Server) apiVersionsTable(resp *kmsg.ApiVersionsResponse) {
 
 func (s *Server) apiVersions(r *kmsg.ApiVersionsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.ApiVersionsResponse)
+	if r.Version >= 3 && (!validSoftware(r.ClientSoftwareName) || !validSoftware(r.ClientSoftwareVersion)) {
+		// Kafka's ApiVersionsRequest.isValid; the table still goes back,
+		// as Kafka sends it with the error. (From review.)
+		resp.ErrorCode = kerr.InvalidRequest.Code
+	}
 	s.apiVersionsTable(resp)
 	return resp
+}
+
+// validSoftware is Kafka's pattern for a client's software name and
+// version: [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?
+func validSoftware(v string) bool {
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+	if v == "" || !alnum(v[0]) || !alnum(v[len(v)-1]) {
+		return false
+	}
+	for i := 1; i < len(v)-1; i++ {
+		if c := v[i]; !alnum(c) && c != '-' && c != '.' {
+			return false
+		}
+	}
+	return true
 }
 
 // apiVersionsFallback is KIP-511's answer to an ApiVersions request of a
@@ -100,7 +120,14 @@ func (s *Server) metadata(r *kmsg.MetadataRequest) kmsg.Response {
 		names = append(names, *rt.Topic)
 	}
 	autoCreate := s.opts.AutoCreateTopics && (r.Version < 4 || r.AllowAutoTopicCreation)
+	// The requested topics are a set: each is answered once, as Kafka
+	// does. (From review.)
+	answered := map[string]bool{}
 	for _, name := range names {
+		if answered[name] {
+			continue
+		}
+		answered[name] = true
 		t := kmsg.NewMetadataResponseTopic()
 		t.Topic = &name
 		n, ok := topics[name]
@@ -167,13 +194,25 @@ func (s *Server) findCoordinator(r *kmsg.FindCoordinatorRequest) kmsg.Response {
 // is all a single node offers; configs are accepted and ignored.
 func (s *Server) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
-	existing := s.eng.Topics()
+	// A name given twice is refused for every entry, as Kafka does
+	// ("Duplicate topic name"), and nothing is created under it.
+	seen := map[string]int{}
+	for _, rt := range r.Topics {
+		seen[rt.Topic]++
+	}
 	for _, rt := range r.Topics {
 		t := kmsg.NewCreateTopicsResponseTopic()
 		t.Topic = rt.Topic
 		n := int(rt.NumPartitions)
 		if n == -1 {
 			n = s.opts.DefaultPartitions
+		}
+		// A manual assignment gives the partitions (each on this node
+		// alone); with it, the count and the replication factor must be
+		// left at -1 (Kafka's rule).
+		manual := len(rt.ReplicaAssignment) > 0
+		if manual {
+			n = len(rt.ReplicaAssignment)
 		}
 		cfg := map[string]string{}
 		for _, c := range rt.Configs {
@@ -183,20 +222,30 @@ func (s *Server) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
 		}
 		var err error
 		switch {
+		case seen[rt.Topic] > 1:
+			err = errcode.New(kerr.InvalidRequest.Code, "duplicate topic name")
 		case engine.ValidateTopic(rt.Topic) != nil:
 			err = engine.ErrInvalidTopic
-		case existing[rt.Topic] > 0:
-			err = ErrTopicAlreadyExists
-		case n <= 0 || n > 1<<16 || len(rt.ReplicaAssignment) > 0:
+		case manual && (rt.NumPartitions != -1 || rt.ReplicationFactor != -1):
+			err = errcode.New(kerr.InvalidRequest.Code, "a replica assignment with a partition count or replication factor")
+		case manual && !onlyNode(rt.ReplicaAssignment, s.opts.NodeID):
+			err = errcode.New(kerr.InvalidReplicaAssignment.Code, "replicas other than this node")
+		case n <= 0 || n > 1<<16:
 			err = ErrInvalidPartitions
-		case rt.ReplicationFactor != 1 && rt.ReplicationFactor != -1:
+		case !manual && rt.ReplicationFactor != 1 && rt.ReplicationFactor != -1:
 			err = ErrInvalidReplication
 		case isInternal(rt.Topic):
 			err = engine.ErrInvalidTopic
 		case r.ValidateOnly:
-			err = engine.ValidateTopicConfig(cfg)
+			if err = engine.ValidateTopicConfig(cfg); err == nil {
+				if _, ok := s.eng.Topics()[rt.Topic]; ok {
+					err = ErrTopicAlreadyExists
+				}
+			}
 		default:
-			err = s.eng.CreateTopicWithConfig(rt.Topic, n, cfg)
+			// The existence check and the creation are one step:
+			// concurrent creations of a topic give one success.
+			err = s.eng.CreateNewTopic(rt.Topic, n, cfg)
 		}
 		if err != nil {
 			t.ErrorCode = s.code(kmsg.CreateTopics, err)
@@ -212,6 +261,17 @@ func (s *Server) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
 	return resp
 }
 
+// onlyNode reports whether every partition of a manual assignment has
+// exactly this node as its replica.
+func onlyNode(assign []kmsg.CreateTopicsRequestTopicReplicaAssignment, node int32) bool {
+	for _, a := range assign {
+		if len(a.Replicas) != 1 || a.Replicas[0] != node {
+			return false
+		}
+	}
+	return true
+}
+
 func (s *Server) deleteTopics(r *kmsg.DeleteTopicsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	type target struct {
@@ -225,11 +285,35 @@ func (s *Server) deleteTopics(r *kmsg.DeleteTopicsRequest) kmsg.Response {
 	for _, t := range r.Topics {
 		targets = append(targets, target{name: t.Topic, id: t.TopicID})
 	}
+	// Kafka's ControllerApis.deleteTopics: an entry with both a name and
+	// an id, or neither, and a name given twice, are INVALID_REQUEST, and
+	// nothing is deleted for them. (From review: a name sent with another
+	// topic's id deleted the named one.)
+	names := map[string]int{}
+	for _, tg := range targets {
+		if tg.name != nil {
+			names[*tg.name]++
+		}
+	}
 	for _, tg := range targets {
 		t := kmsg.NewDeleteTopicsResponseTopic()
 		t.Topic, t.TopicID = tg.name, tg.id
 		var err error
-		if tg.name == nil {
+		switch {
+		case tg.name != nil && *tg.name != "" && tg.id != ([16]byte{}):
+			err = errcode.New(kerr.InvalidRequest.Code, "both a topic name and a topic id")
+		case (tg.name == nil || *tg.name == "") && tg.id == ([16]byte{}):
+			err = errcode.New(kerr.InvalidRequest.Code, "neither a topic name nor a topic id")
+		case tg.name != nil && names[*tg.name] > 1:
+			err = errcode.New(kerr.InvalidRequest.Code, "duplicate topic name")
+		}
+		if err != nil {
+			t.ErrorCode = s.code(kmsg.DeleteTopics, err)
+			resp.Topics = append(resp.Topics, t)
+			continue
+		}
+		if tg.name == nil || *tg.name == "" {
+			t.Topic = nil
 			if name, ok := s.eng.TopicByID(tg.id); ok {
 				t.Topic = &name
 			} else {

@@ -253,7 +253,10 @@ func TestApiVersions(t *testing.T) {
 	if resp.ErrorCode != kerr.UnsupportedVersion.Code || len(resp.ApiKeys) != len(apis) {
 		t.Fatalf("fallback: error %d, %d keys", resp.ErrorCode, len(resp.ApiKeys))
 	}
+	// v3 carries the client's software name and version, which Kafka
+	// requires to match its pattern (an empty one is INVALID_REQUEST).
 	req.Version = 3
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "test", "1"
 	if resp := rc.roundTrip(req).(*kmsg.ApiVersionsResponse); resp.ErrorCode != 0 {
 		t.Fatalf("after fallback: error %d", resp.ErrorCode)
 	}
