@@ -291,26 +291,49 @@ func (t *Table) acquireIn(tb *table, key, h uint64) (*Entry, bool, outcome) {
 		e := &tb.entries[i]
 		switch k := e.key.Load(); k {
 		case 0:
-			// Reserve room first so that a table can never fill up:
-			// used <= limit < len keeps an empty (or sealed) slot in
-			// every probe sequence, which ends every probe.
+			// The slot's lock first: a claim of it in progress, maybe of
+			// our own pid, is waited for before anything is reserved, so
+			// a concurrent creation of the same pid is never counted
+			// against MaxEntries (only one of them takes a slot). (From
+			// review: with MaxEntries 1, two Acquires of one new pid got
+			// one refusal.)
+			if !e.lock.CompareAndSwap(lockFree, lockHeld) {
+				// Another claimer is taking this slot: wait for the
+				// outcome and re-read it (it may be our pid).
+				backoff(spin)
+				spin++
+				continue
+			}
+			// A claim may have completed and released the slot between
+			// our read of its key and our lock CAS: the lock we took is
+			// then a live entry's (acquireIn's CAS-failure path below has
+			// the cases).
+			switch k := e.key.Load(); k {
+			case 0:
+			case keySealed:
+				e.lock.Store(lockFree)
+				return nil, false, moved
+			case key:
+				return e, false, gotIt // our pid, and we hold it
+			default:
+				e.lock.Store(lockFree) // another pid's: hand it back
+				continue               // and go on from this slot
+			}
+			// Then room, so that a table can never fill up: used <=
+			// limit < len keeps an empty (or sealed) slot in every probe
+			// sequence, which ends every probe. A failed reservation
+			// hands the empty slot's lock back: probers waiting on it
+			// re-read an empty slot.
 			if tb.used.Add(1) > tb.limit {
 				tb.used.Add(-1)
+				e.lock.Store(lockFree)
 				return nil, false, grow
 			}
 			if c := t.count.Add(1); t.max > 0 && c > t.max {
 				t.count.Add(-1)
 				tb.used.Add(-1)
+				e.lock.Store(lockFree)
 				return nil, false, tooMany
-			}
-			if !e.lock.CompareAndSwap(lockFree, lockHeld) {
-				// Another claimer is taking this slot: wait for the
-				// outcome and re-read it (it may be our pid).
-				tb.used.Add(-1)
-				t.count.Add(-1)
-				backoff(spin)
-				spin++
-				continue
 			}
 			if !e.key.CompareAndSwap(0, key) {
 				tb.used.Add(-1)
@@ -578,7 +601,11 @@ func (nt *table) insertPrivate(key uint64, s *State, minSlots int) *table {
 // releases, removals and resizes may run concurrently: a claim writes only a
 // key and a lock word, a removal only a lock word, and a resizer reads States and writes
 // only into a table not yet published. An entry created concurrently may or
-// may not be visited (with its zero State); none is visited twice.
+// may not be visited (with its zero State); no entry is visited twice, but
+// a pid removed and claimed again while Range runs is a new entry, which
+// may lie further along and be visited too, with its zero State (from
+// review): a caller that keys on pids must let that one win, or skip zero
+// States as the engine's snapshot does.
 func (t *Table) Range(fn func(pid int64, s *State) bool) {
 	for si := range t.shards {
 		tb := t.shards[si].table.Load()
