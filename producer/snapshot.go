@@ -196,11 +196,19 @@ func loadAtMost(dir string, limit int64, dropAbove bool) ([]SnapshotEntry, int64
 			continue
 		}
 		data, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			// An I/O error says nothing of the file's content: keep it
+			// and fail, rather than delete a good snapshot and rebuild
+			// from an older one. Only a file that does not parse is
+			// corrupt. (From review.)
+			return nil, -1, fmt.Errorf("cannot read snapshot %s: %w", path, err)
+		}
+		entries, err := ParseSnapshot(data)
 		if err == nil {
-			var entries []SnapshotEntry
-			if entries, err = ParseSnapshot(data); err == nil {
-				return entries, offs[i], nil
-			}
+			return entries, offs[i], nil
 		}
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, -1, fmt.Errorf("cannot delete corrupt snapshot: %w", err)
