@@ -18,6 +18,7 @@ import (
 	"github.com/idemlog/idemlog/errcode"
 	"github.com/idemlog/idemlog/internal/fsutil"
 	"github.com/idemlog/idemlog/partition"
+	"golang.org/x/sys/unix"
 )
 
 // Options configure an engine. Zero fields take defaults.
@@ -73,6 +74,34 @@ type Engine struct {
 	coordOnce sync.Once
 	coord     *Coordinator
 	coordErr  error
+
+	// lock holds the data dir's .lock, flocked while the engine is open
+	// (released by Close or Kill, or by the process's end).
+	lock *os.File
+}
+
+// lockFileName is the data dir's lock file, as Kafka's log dirs have one.
+const lockFileName = ".lock"
+
+// ErrDirLocked: another engine, in this process or another, has the data
+// dir open. Two engines on one dir would hand out the same producer ids and
+// write the same segments. (From review: nothing stopped them.)
+var ErrDirLocked = errors.New("data dir in use by another engine")
+
+// lockDir takes the data dir's lock without waiting.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockFileName), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("cannot lock data dir: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("cannot open %s: %w", dir, ErrDirLocked)
+		}
+		return nil, fmt.Errorf("cannot lock data dir: %w", err)
+	}
+	return f, nil
 }
 
 // ErrClosed: the engine was closed.
@@ -85,16 +114,22 @@ func Open(dir string, opts Options) (*Engine, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create data dir: %w", err)
 	}
-	pids, err := openPIDAllocator(dir)
+	lock, err := lockDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{dir: dir, opts: opts, pids: pids}
+	pids, err := openPIDAllocator(dir)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	e := &Engine{dir: dir, opts: opts, pids: pids, lock: lock}
 	parts := map[string]*Partition{}
 	fail := func(err error) (*Engine, error) {
 		for _, p := range parts {
 			p.close()
 		}
+		lock.Close()
 		return nil, err
 	}
 	entries, err := os.ReadDir(dir)
@@ -375,6 +410,7 @@ func (e *Engine) Close() error {
 	for _, p := range *e.parts.Load() {
 		errs = append(errs, p.close())
 	}
+	errs = append(errs, e.lock.Close())
 	return errors.Join(errs...)
 }
 
@@ -383,8 +419,13 @@ func (e *Engine) Close() error {
 func (e *Engine) Kill() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	wasClosed := e.closed
 	e.closed = true
 	for _, p := range *e.parts.Load() {
 		p.log.Kill()
+	}
+	if !wasClosed {
+		// A crash's end releases the lock too.
+		_ = e.lock.Close()
 	}
 }

@@ -211,3 +211,24 @@ func TestReviewJCorruptMetadataTypedError(t *testing.T) {
 		}
 	}
 }
+
+// TestDataDirLocked (from review): nothing stopped two engines from
+// opening one data dir, which would then hand out the same producer ids
+// and write the same segments. The second Open fails with ErrDirLocked
+// until the first engine is closed or killed.
+func TestDataDirLocked(t *testing.T) {
+	dir := t.TempDir()
+	e := openEngine(t, dir, Options{})
+	if _, err := Open(dir, Options{}); !errors.Is(err, ErrDirLocked) {
+		t.Fatalf("second Open of an open data dir: %v, want ErrDirLocked", err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openEngine(t, dir, Options{})
+	e.Kill()
+	e = openEngine(t, dir, Options{})
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
