@@ -46,7 +46,10 @@ type shapeReader struct {
 func (s *shapeReader) count(min int) int {
 	var n int
 	if s.flex {
-		n = int(s.r.Uvarint()) - 1
+		// As kmsg reads it: the uvarint as an int32, so one of 2^31 or
+		// more is a negative count (null), and 2^31 itself wraps to a
+		// huge one.
+		n = int(int32(s.r.Uvarint()) - 1)
 	} else {
 		n = int(s.r.Int32())
 	}
