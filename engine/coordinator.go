@@ -240,6 +240,9 @@ func (c *Coordinator) load() error {
 					ch.Release()
 					return fmt.Errorf("cannot load transaction state of %q: %w", r.Key, err)
 				}
+				for _, pid := range [...]int64{m.pid, m.prevPID, m.nextPID} {
+					c.e.pids.reserveAbove(pid) // see reserveAbove
+				}
 				c.txns[m.id] = m
 			}
 			data = data[n:]

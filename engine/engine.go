@@ -18,6 +18,7 @@ import (
 	"github.com/idemlog/idemlog/errcode"
 	"github.com/idemlog/idemlog/internal/fsutil"
 	"github.com/idemlog/idemlog/partition"
+	"github.com/idemlog/idemlog/pidtable"
 	"golang.org/x/sys/unix"
 )
 
@@ -163,6 +164,12 @@ func Open(dir string, opts Options) (*Engine, error) {
 		}
 		parts[ent.Name()] = p
 		has[p] = hasID
+	}
+	for _, p := range parts {
+		p.producers.Range(func(pid int64, _ *pidtable.State) bool {
+			e.pids.reserveAbove(pid)
+			return true
+		})
 	}
 	ids, err := assignTopicIDs(parts, has)
 	if err != nil {

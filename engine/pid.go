@@ -78,3 +78,20 @@ func (a *pidAllocator) allocate() (int64, error) {
 	a.next++
 	return pid, nil
 }
+
+// reserveAbove makes every later id larger than pid, which some state of
+// the data dir holds (a partition's producer table, the transaction
+// coordinator's records). With the watermark file intact that is already
+// so; without it (lost or deleted, while the partitions survived) ids would
+// start again at 0, and a new producer given an id whose old state a
+// partition still keeps would have its first batches taken as that old
+// producer's retries: acknowledged, never written. The next allocate
+// writes a watermark past pid before handing out anything.
+func (a *pidAllocator) reserveAbove(pid int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if pid >= a.next && pid < math.MaxInt64 {
+		a.next = pid + 1
+		a.end = a.next
+	}
+}
