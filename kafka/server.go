@@ -8,9 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemlog/idemlog/engine"
@@ -51,6 +53,12 @@ type Options struct {
 	// MaxPipeline is how many requests of one connection may be decoded
 	// and handled while earlier responses wait for their sync (8).
 	MaxPipeline int
+	// IdleTimeout closes a connection that has sent no request for this
+	// long while none of its responses is pending (Kafka's
+	// connections.max.idle.ms: 10 minutes); negative: never. A client
+	// that vanished without a FIN would otherwise hold its goroutines and
+	// buffers for good.
+	IdleTimeout time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -74,6 +82,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxPipeline <= 0 {
 		o.MaxPipeline = 8
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = 10 * time.Minute
 	}
 	return o
 }
@@ -302,10 +313,15 @@ func (s *Server) serveConn(nc net.Conn) {
 	log.Debug("connection opened")
 	ctx, cancel := context.WithCancel(s.ctx)
 	out := make(chan pending, s.opts.MaxPipeline)
+	// pendingResponses counts requests handed to the writer and not yet
+	// answered: while one is, the connection is not idle. The reader adds
+	// before the send on out and the writer subtracts after the response
+	// is written, so a reader that loads 0 knows every answer is out.
+	var pendingResponses atomic.Int32
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
-		s.writeResponses(nc, out, cancel, log)
+		s.writeResponses(nc, out, &pendingResponses, cancel, log)
 	}()
 	defer func() {
 		close(out)
@@ -320,6 +336,12 @@ func (s *Server) serveConn(nc net.Conn) {
 	r := bufio.NewReaderSize(nc, 64<<10)
 	var buf []byte
 	for {
+		if err := awaitRequest(nc, r, s.opts.IdleTimeout, &pendingResponses); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				log.Debug("closing idle connection", "idle", s.opts.IdleTimeout)
+			}
+			return
+		}
 		frame, b, err := readFrame(r, buf, s.opts.MaxFrameSize)
 		buf = b
 		if err != nil {
@@ -333,6 +355,7 @@ func (s *Server) serveConn(nc net.Conn) {
 		h, req, err := parseRequest(frame)
 		if err != nil {
 			if errors.Is(err, ErrUnsupportedVersion) && h.key == kmsg.ApiVersions.Int16() {
+				pendingResponses.Add(1)
 				out <- pending{correlation: h.correlation, resp: s.apiVersionsFallback()}
 				continue
 			}
@@ -348,6 +371,7 @@ func (s *Server) serveConn(nc net.Conn) {
 		if big := 1 << 20; cap(buf) > big && len(frame) <= big {
 			buf = nil // do not pin one huge produce's buffer for the connection's life
 		}
+		pendingResponses.Add(1)
 		select {
 		case out <- p:
 		case <-ctx.Done():
@@ -373,7 +397,7 @@ const maxKeptResponse = 32 << 20
 // writeResponses is a connection's writer: in request order it completes
 // each response, encodes it and writes; it flushes when no response is
 // ready behind the one written, so pipelined responses share a write.
-func (s *Server) writeResponses(nc net.Conn, in <-chan pending, cancel func(), log *slog.Logger) {
+func (s *Server) writeResponses(nc net.Conn, in <-chan pending, unanswered *atomic.Int32, cancel func(), log *slog.Logger) {
 	w := bufio.NewWriterSize(nc, 64<<10)
 	var enc []byte
 	failed := false
@@ -415,6 +439,26 @@ func (s *Server) writeResponses(nc net.Conn, in <-chan pending, cancel func(), l
 			// draining so every chunk is released.
 			cancel()
 			log.Debug("cannot write response; closing")
+		}
+		unanswered.Add(-1)
+	}
+}
+
+// awaitRequest waits, at most idle, for the first byte of the next request
+// (Kafka's connections.max.idle.ms), starting again while responses are
+// pending. The deadline it sets also bounds the rest of that request's
+// frame: a client that stalls halfway through one is as good as gone.
+func awaitRequest(nc net.Conn, r *bufio.Reader, idle time.Duration, unanswered *atomic.Int32) error {
+	if idle < 0 {
+		return nil
+	}
+	for {
+		if err := nc.SetReadDeadline(time.Now().Add(idle)); err != nil {
+			return err
+		}
+		_, err := r.Peek(1)
+		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) || unanswered.Load() == 0 {
+			return err
 		}
 	}
 }

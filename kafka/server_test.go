@@ -225,7 +225,8 @@ func (rc *rawConn) expectClosed() {
 	rc.t.Helper()
 	rc.c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	var b [1]byte
-	if n, err := rc.c.Read(b[:]); err == nil || n > 0 {
+	// A read timeout means the server left the connection open.
+	if n, err := rc.c.Read(b[:]); err == nil || n > 0 || isTimeout(err) {
 		rc.t.Fatalf("connection still open (read %d bytes, %v)", n, err)
 	}
 }
