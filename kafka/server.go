@@ -402,29 +402,11 @@ func (s *Server) writeResponses(nc net.Conn, in <-chan pending, unanswered *atom
 	var enc []byte
 	failed := false
 	for p := range in {
-		if p.finish != nil {
-			p.finish()
-		}
-		if p.resp != nil && !failed {
-			if need := p.size + 64<<10; cap(enc) < need {
-				enc = make([]byte, 0, need)
+		if !s.writeResponse(w, &enc, p, failed, log) {
+			if !failed {
+				nc.Close() // the reader must not wait for more requests
 			}
-			enc = appendResponse(enc[:0], p.correlation, p.resp)
-			s.m.bytesOut.Add(float64(len(enc)))
-			// A large response goes straight to the socket, not through
-			// the bufio buffer (Write does that by itself once the
-			// buffer is empty).
-			if _, err := w.Write(enc); err != nil {
-				failed = true
-			}
-			// The buffer is kept for the connection's next response (a
-			// consumer's fetches are alike): dropping it made every large
-			// fetch allocate and grow it anew, and the garbage drove a GC
-			// cycle per fetch (bench/peers, 4 partitions x 1 MiB). Only an
-			// outsized one is let go.
-			if cap(enc) > maxKeptResponse {
-				enc = nil
-			}
+			failed = true
 		}
 		if p.release != nil {
 			p.release()
@@ -442,6 +424,43 @@ func (s *Server) writeResponses(nc net.Conn, in <-chan pending, unanswered *atom
 		}
 		unanswered.Add(-1)
 	}
+}
+
+// writeResponse completes p (a produce waits for its sync), encodes it into
+// *enc and writes it to w, unless an earlier write failed; false if this
+// write fails or finishing or encoding panics (a bug, logged and counted
+// like a handler's: the connection is closed, the process lives on).
+func (s *Server) writeResponse(w *bufio.Writer, enc *[]byte, p pending, failed bool, log *slog.Logger) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.m.panics.Inc()
+			log.Error("BUG: completing a response panicked; closing the connection",
+				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			ok = false
+		}
+	}()
+	if p.finish != nil {
+		p.finish()
+	}
+	if p.resp == nil || failed {
+		return true
+	}
+	if need := p.size + 64<<10; cap(*enc) < need {
+		*enc = make([]byte, 0, need)
+	}
+	*enc = appendResponse((*enc)[:0], p.correlation, p.resp)
+	s.m.bytesOut.Add(float64(len(*enc)))
+	// A large response goes straight to the socket, not through the bufio
+	// buffer (Write does that by itself once the buffer is empty).
+	_, err := w.Write(*enc)
+	// The buffer is kept for the connection's next response (a consumer's
+	// fetches are alike): dropping it made every large fetch allocate and
+	// grow it anew, and the garbage drove a GC cycle per fetch
+	// (bench/peers, 4 partitions x 1 MiB). Only an outsized one is let go.
+	if cap(*enc) > maxKeptResponse {
+		*enc = nil
+	}
+	return err == nil
 }
 
 // awaitRequest waits, at most idle, for the first byte of the next request

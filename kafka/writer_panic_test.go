@@ -1,0 +1,58 @@
+package kafka
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// A panic while a response is completed (a bug) closes that connection
+// and is counted; the process lives on, and the responses queued behind
+// it are still released.
+func TestWriterPanicClosesConnection(t *testing.T) {
+	ts := startServer(t, Options{})
+	server, client := net.Pipe()
+	defer client.Close()
+	in := make(chan pending, 4)
+	var unanswered atomic.Int32
+	cancelled := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var once sync.Once
+		cancel := func() { once.Do(func() { close(cancelled) }) } // a context's cancel: idempotent
+		ts.srv.writeResponses(server, in, &unanswered, cancel, slog.New(slog.DiscardHandler))
+	}()
+	released := 0
+	unanswered.Add(2)
+	in <- pending{finish: func() { panic("boom") }, resp: kmsg.NewPtrApiVersionsResponse(),
+		release: func() { released++ }}
+	in <- pending{resp: kmsg.NewPtrApiVersionsResponse(), release: func() { released++ }}
+	close(in)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("writer did not finish")
+	}
+	if released != 2 {
+		t.Fatalf("%d of 2 responses released", released)
+	}
+	if n := unanswered.Load(); n != 0 {
+		t.Fatalf("%d responses still counted as pending", n)
+	}
+	select {
+	case <-cancelled:
+	default:
+		t.Fatal("connection's context not cancelled")
+	}
+	client.SetReadDeadline(time.Now().Add(time.Second))
+	if _, err := client.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("client read %v, want EOF (connection closed, nothing written)", err)
+	}
+}
