@@ -78,6 +78,7 @@ func (c *Consumer) Poll(p *Partition, maxBytes int, fn func(r *batch.Record) err
 		c.filter.Reset(c.aborted)
 	} else {
 		ch.Chunk, err = p.Log().Read(pos, maxBytes)
+		err = p.gone(err)
 	}
 	if err != nil {
 		return 0, err

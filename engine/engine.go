@@ -76,6 +76,16 @@ type Engine struct {
 	coord     *Coordinator
 	coordErr  error
 
+	// offsetStore is the consumer-offsets store, made on first use
+	// (offsets) under offsetsMu, which is taken before mu. (From review:
+	// kept in a package-level map, it outlived the engine.)
+	offsetsMu   sync.Mutex
+	offsetStore *offsetStore
+
+	// closedFlag mirrors closed for partitions, which read it without mu
+	// to tell an engine's Close from their own log's (Partition.gone).
+	closedFlag atomic.Bool
+
 	// lock holds the data dir's .lock, flocked while the engine is open
 	// (released by Close or Kill, or by the process's end).
 	lock *os.File
@@ -158,7 +168,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 		if !ok {
 			continue
 		}
-		p, hasID, err := openPartition(filepath.Join(dir, ent.Name()), topic, index, &e.opts)
+		p, hasID, err := openPartition(filepath.Join(dir, ent.Name()), topic, index, &e.opts, &e.closedFlag)
 		if err != nil {
 			return fail(err)
 		}
@@ -292,7 +302,7 @@ func (e *Engine) createTopic(topic string, partitions int, cfg map[string]string
 				break
 			}
 		}
-		if p, hasID, err = openPartition(dir, topic, i, &e.opts); err != nil {
+		if p, hasID, err = openPartition(dir, topic, i, &e.opts, &e.closedFlag); err != nil {
 			break
 		}
 		if hasID && p.topicID != id {
@@ -358,6 +368,11 @@ func (e *Engine) Partition(topic string, index int) (*Partition, error) {
 	// The key is built on the stack for short names; the map lookup with a
 	// string conversion of a byte slice does not allocate.
 	var buf [64]byte
+	if index < 0 {
+		// "t" and -1 would make the key "t--1": partition 1 of topic "t-".
+		// (From review.)
+		return nil, fmt.Errorf("cannot find %s partition %d: %w", topic, index, ErrUnknownTopicOrPartition)
+	}
 	key := strconv.AppendInt(append(append(buf[:0], topic...), '-'), int64(index), 10)
 	if p := (*e.parts.Load())[string(key)]; p != nil {
 		return p, nil
@@ -413,10 +428,16 @@ func (e *Engine) Close() error {
 		return ErrClosed
 	}
 	e.closed = true
+	// Stored before any log closes: an append that fails on a closed log
+	// then sees the flag and reports ErrClosed.
+	e.closedFlag.Store(true)
 	var errs []error
 	for _, p := range *e.parts.Load() {
 		errs = append(errs, p.close())
 	}
+	// No producer id may be handed out once the lock is released: another
+	// engine may be handing out the same ones. (From review.)
+	e.pids.close()
 	errs = append(errs, e.lock.Close())
 	return errors.Join(errs...)
 }
@@ -428,9 +449,11 @@ func (e *Engine) Kill() {
 	defer e.mu.Unlock()
 	wasClosed := e.closed
 	e.closed = true
+	e.closedFlag.Store(true)
 	for _, p := range *e.parts.Load() {
 		p.log.Kill()
 	}
+	e.pids.close()
 	if !wasClosed {
 		// A crash's end releases the lock too.
 		_ = e.lock.Close()

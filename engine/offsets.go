@@ -169,32 +169,25 @@ type offsetStore struct {
 	parts [ConsumerOffsetsPartitions]*offsetsPartition
 }
 
-// offsetStores holds each engine's store until Engine has a field for it.
-var offsetStores = struct {
-	sync.Mutex
-	m map[*Engine]*offsetStore
-}{m: map[*Engine]*offsetStore{}}
-
 // offsets returns e's store, creating the internal topic and replaying it
 // on first use.
 func (e *Engine) offsets() (*offsetStore, error) {
+	e.offsetsMu.Lock()
+	defer e.offsetsMu.Unlock()
 	e.mu.Lock()
 	closed := e.closed
 	e.mu.Unlock()
-	offsetStores.Lock()
-	defer offsetStores.Unlock()
 	if closed {
-		delete(offsetStores.m, e)
 		return nil, ErrClosed
 	}
-	if s := offsetStores.m[e]; s != nil {
-		return s, nil
+	if e.offsetStore != nil {
+		return e.offsetStore, nil
 	}
 	s, err := openOffsets(e)
 	if err != nil {
 		return nil, err
 	}
-	offsetStores.m[e] = s
+	e.offsetStore = s
 	return s, nil
 }
 

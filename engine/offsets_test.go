@@ -317,7 +317,7 @@ func TestOffsetsConcurrentMarkers(t *testing.T) {
 }
 
 func storeOf(e *Engine) *offsetStore {
-	offsetStores.Lock()
-	defer offsetStores.Unlock()
-	return offsetStores.m[e]
+	e.offsetsMu.Lock()
+	defer e.offsetsMu.Unlock()
+	return e.offsetStore
 }

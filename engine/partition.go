@@ -32,6 +32,9 @@ type Partition struct {
 	// deleted is set by DeleteTopic before it closes the log, so that
 	// operations in flight fail with ErrUnknownTopicOrPartition.
 	deleted atomic.Bool
+	// engineClosed is the engine's closedFlag: set, a closed log means the
+	// engine was closed (ErrClosed), not this partition deleted.
+	engineClosed *atomic.Bool
 
 	// maxBatch is the topic's max.message.bytes (0: the batch package's
 	// default); set at open.
@@ -73,11 +76,11 @@ type AppendResult struct {
 // openPartition opens (or creates) a partition. hasID: dir holds a
 // partition.metadata, whose id is in p.topicID; otherwise the caller
 // assigns one.
-func openPartition(dir, topic string, index int, opts *Options) (p *Partition, hasID bool, err error) {
+func openPartition(dir, topic string, index int, opts *Options, engineClosed *atomic.Bool) (p *Partition, hasID bool, err error) {
 	// The producer table is capped only after the load: a rebuild from
 	// the log never refuses what the log holds (MaxProducersPerPartition
 	// lowered since, say). (From review: the open failed.)
-	p = &Partition{topic: topic, index: index, opts: opts, txns: newOpenTxns(),
+	p = &Partition{topic: topic, index: index, opts: opts, engineClosed: engineClosed, txns: newOpenTxns(),
 		producers: pidtable.New(pidtable.Options{})}
 	lopts := opts.Partition
 	lopts.Snapshot = p.snapshotImage
@@ -131,8 +134,16 @@ func (p *Partition) Advanced() <-chan struct{} { return p.log.Advanced() }
 // gone turns a closed log's error into ErrUnknownTopicOrPartition when the
 // partition was deleted: what a client retries after a metadata refresh.
 func (p *Partition) gone(err error) error {
-	if err != nil && p.deleted.Load() && errors.Is(err, partition.ErrClosed) {
+	if err == nil || !errors.Is(err, partition.ErrClosed) {
+		return err
+	}
+	if p.deleted.Load() {
 		return fmt.Errorf("%s-%d was deleted: %w: %w", p.topic, p.index, ErrUnknownTopicOrPartition, err)
+	}
+	if p.engineClosed != nil && p.engineClosed.Load() {
+		// Kafka's listener answers a retriable error for ErrClosed, as a
+		// broker that is shutting down does. (From review.)
+		return fmt.Errorf("%s-%d: %w: %w", p.topic, p.index, ErrClosed, err)
 	}
 	return err
 }

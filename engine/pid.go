@@ -29,6 +29,16 @@ type pidAllocator struct {
 	mu   sync.Mutex
 	next int64
 	end  int64 // exclusive end of the reserved block
+	// closed is set by the engine's Close or Kill before it releases the
+	// data dir's lock: from then on another engine may own the dir.
+	closed bool
+}
+
+// close stops allocation (allocate returns ErrClosed).
+func (a *pidAllocator) close() {
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
 }
 
 func openPIDAllocator(dir string) (*pidAllocator, error) {
@@ -56,6 +66,9 @@ func openPIDAllocator(dir string) (*pidAllocator, error) {
 func (a *pidAllocator) allocate() (int64, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.closed {
+		return 0, fmt.Errorf("cannot allocate a producer id: %w", ErrClosed)
+	}
 	if a.next == a.end {
 		if a.end > math.MaxInt64-pidBlockSize {
 			return 0, fmt.Errorf("cannot reserve producer ids: the id space is exhausted at %d: %w", a.end, ErrCorruptMetadata)

@@ -97,11 +97,11 @@ func (pr *Producer) Send(p *Partition, bld *batch.Builder) (AppendResult, error)
 	// the sequence is reused by the next batch.
 	pp.mu.Unlock()
 	if err != nil {
-		return AppendResult{}, fmt.Errorf("cannot send producer %d batch %d to %s-%d: %w", pr.pid, seq, p.topic, p.index, err)
+		return AppendResult{}, fmt.Errorf("cannot send producer %d batch %d to %s-%d: %w", pr.pid, seq, p.topic, p.index, p.gone(err))
 	}
 	if wait {
 		if err := p.log.WaitDurable(res.LastOffset + 1); err != nil {
-			return AppendResult{}, err
+			return AppendResult{}, p.gone(err)
 		}
 	}
 	return res, nil

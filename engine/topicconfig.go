@@ -44,8 +44,15 @@ var topicConfigs = map[string]func(o *partition.Options, v int64) error{
 	},
 	"retention.ms": func(o *partition.Options, v int64) error {
 		switch {
-		case v == -1:
+		case v == -1 || v > maxDurationMs:
+			// Past 292 years a Duration overflows (from review: about
+			// 584 years wrapped to under a millisecond and deleted
+			// everything): that is forever.
 			o.RetentionAge = -1
+		case v == 0:
+			// Kafka's 0: every closed segment whose records are older
+			// than now. (0 is the partition's "default" value.)
+			o.RetentionAge = 1
 		case v > 0:
 			o.RetentionAge = time.Duration(v) * time.Millisecond
 		default:
@@ -54,10 +61,18 @@ var topicConfigs = map[string]func(o *partition.Options, v int64) error{
 		return nil
 	},
 	"retention.bytes": func(o *partition.Options, v int64) error {
-		if v < -1 {
+		switch {
+		case v < -1:
 			return ErrInvalidConfig
+		case v == 0:
+			// Kafka's 0 keeps no closed segment; the partition reads 0 as
+			// off. One byte is the same while the active segment holds
+			// data; right after a roll it keeps the last closed segment
+			// until the next append. (From review: 0 kept everything.)
+			o.RetentionBytes = 1
+		default:
+			o.RetentionBytes = v
 		}
-		o.RetentionBytes = v
 		return nil
 	},
 	"segment.bytes": func(o *partition.Options, v int64) error {
@@ -71,10 +86,15 @@ var topicConfigs = map[string]func(o *partition.Options, v int64) error{
 		if v < 1 {
 			return ErrInvalidConfig
 		}
-		o.RollAge = time.Duration(v) * time.Millisecond
+		// Long.MAX_VALUE, Kafka's "never", overflowed to -1 ms and rolled
+		// at every append. (From review.)
+		o.RollAge = time.Duration(min(v, maxDurationMs)) * time.Millisecond
 		return nil
 	},
 }
+
+// maxDurationMs is the most milliseconds a time.Duration holds.
+const maxDurationMs = math.MaxInt64 / int64(time.Millisecond)
 
 // ValidateTopicConfig checks a topic's configs: known names, integer
 // values in range.
