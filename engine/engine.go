@@ -145,7 +145,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("cannot list data dir: %w", err)
+		return fail(fmt.Errorf("cannot list data dir: %w", err)) // releases the lock
 	}
 	has := map[*Partition]bool{}
 	for _, ent := range entries {

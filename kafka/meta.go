@@ -132,13 +132,26 @@ func (s *Server) metadata(r *kmsg.MetadataRequest) kmsg.Response {
 		t.Topic = &name
 		n, ok := topics[name]
 		if !ok && autoCreate && !isInternal(name) {
-			if err := s.eng.CreateTopic(name, s.opts.DefaultPartitions); err != nil {
+			// As CreateTopics creates: a name that collides with an
+			// existing topic's once '.' and '_' are taken alike is
+			// refused. (From review: auto-creation made "a.b" beside
+			// "a_b".) One another client created meanwhile is answered.
+			err := s.eng.CreateNewTopic(name, s.opts.DefaultPartitions, nil)
+			switch {
+			case err == nil:
+				s.log.Info("auto-created topic", "topic", name, "partitions", s.opts.DefaultPartitions)
+				n, ok = s.opts.DefaultPartitions, true
+			case errors.Is(err, engine.ErrTopicAlreadyExists):
+				n, ok = s.eng.Topics()[name]
+			}
+			if !ok {
+				if err == nil || errors.Is(err, engine.ErrTopicAlreadyExists) {
+					err = engine.ErrUnknownTopicOrPartition // deleted again meanwhile
+				}
 				t.ErrorCode = s.code(kmsg.Metadata, err)
 				resp.Topics = append(resp.Topics, t)
 				continue
 			}
-			s.log.Info("auto-created topic", "topic", name, "partitions", s.opts.DefaultPartitions)
-			n, ok = s.opts.DefaultPartitions, true
 		}
 		if !ok {
 			err := error(engine.ErrUnknownTopicOrPartition)
