@@ -647,6 +647,13 @@ func (e *Engine) DeleteGroupOffsets(group string) (had bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	return op.tombstone(e, group, nil)
+}
+
+// tombstone deletes group's committed offsets of the partitions match
+// accepts (nil: all), as DeleteGroupOffsets describes; had reports whether
+// there were any.
+func (op *offsetsPartition) tombstone(e *Engine, group string, match func(TopicPartition) bool) (had bool, err error) {
 	// No commit of the partition is between its write and its
 	// registration while the tombstones are written and applied: commits
 	// written before them are in the map, later ones come after. Markers
@@ -656,7 +663,12 @@ func (e *Engine) DeleteGroupOffsets(group string) (had bool, err error) {
 	op.commitMu.Lock()
 	defer op.commitMu.Unlock()
 	op.mu.Lock()
-	tps := slices.Collect(maps.Keys(op.committed[group]))
+	var tps []TopicPartition
+	for tp := range op.committed[group] {
+		if match == nil || match(tp) {
+			tps = append(tps, tp)
+		}
+	}
 	op.mu.Unlock()
 	if len(tps) == 0 {
 		return false, nil
@@ -692,6 +704,34 @@ func (e *Engine) DeleteGroupOffsets(group string) (had bool, err error) {
 		delete(op.committed, group)
 	}
 	return true, nil
+}
+
+// deleteTopic deletes every group's committed offsets of topic, as Kafka's
+// group coordinator does when a topic is deleted: a topic created again
+// under the name starts without them. Pending transactional offsets are
+// left alone (see DeleteGroupOffsets).
+func (s *offsetStore) deleteTopic(topic string) error {
+	var errs []error
+	for _, op := range s.parts {
+		op.mu.Lock()
+		var groups []string
+		for g, offs := range op.committed {
+			for tp := range offs {
+				if tp.Topic == topic {
+					groups = append(groups, g)
+					break
+				}
+			}
+		}
+		op.mu.Unlock()
+		slices.Sort(groups)
+		for _, g := range groups {
+			if _, err := op.tombstone(s.e, g, func(tp TopicPartition) bool { return tp.Topic == topic }); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // offsetsTombstonedHook, for tests, runs between a deletion's write and

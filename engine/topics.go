@@ -275,14 +275,24 @@ const maxFileName = 255
 // released. Creating the topic again gives new, empty partitions and a
 // new topic id.
 //
-// Committed offsets of the topic's partitions are not deleted (Kafka's
-// group coordinator removes them; here that is DeleteGroupOffsets' job).
+// Every group's committed offsets of the topic are deleted with it, as
+// Kafka's group coordinator deletes them (a tombstone each); transactional
+// ones still pending become current if their transaction commits.
 func (e *Engine) DeleteTopic(topic string) error {
 	if err := ValidateTopic(topic); err != nil {
 		return err
 	}
 	if IsInternalTopic(topic) {
 		return fmt.Errorf("cannot delete topic %q: %w", topic, ErrInternalTopic)
+	}
+	// The offsets store, if offsets were ever committed here, is opened
+	// first: offsets takes offsetsMu before mu.
+	var offsets *offsetStore
+	if _, used := e.Topics()[ConsumerOffsetsTopic]; used {
+		var err error
+		if offsets, err = e.offsets(); err != nil {
+			return fmt.Errorf("cannot delete topic %q: %w", topic, err)
+		}
 	}
 	e.mu.Lock()
 	if e.closed {
@@ -305,6 +315,14 @@ func (e *Engine) DeleteTopic(topic string) error {
 	e.parts.Store(&parts)
 	e.ids.Store(e.ids.Load().without(topic))
 	renamed, err := e.retirePartitions(gone)
+	if offsets != nil {
+		// Under mu, so that no creation of the topic anew, and no commit
+		// of its offsets, comes between the deletion and this. Commits
+		// take mu only before their partition's locks, never under them.
+		if oerr := offsets.deleteTopic(topic); oerr != nil {
+			err = errors.Join(err, fmt.Errorf("cannot delete committed offsets of topic %q: %w", topic, oerr))
+		}
+	}
 	e.mu.Unlock()
 	for _, dir := range renamed {
 		_ = os.RemoveAll(dir)
