@@ -60,7 +60,10 @@ func (d *Decoder) Records(b Batch) (Records, error) {
 	}
 	// A record takes at least minRecordSize bytes, so the header's count is
 	// checked against the limit before any byte is inflated.
-	if int64(count)*minRecordSize > int64(d.limit()) {
+	// (An uncompressed section does not inflate: its length, checked
+	// against its count, bounds it. From review: a batch over the inflate
+	// limit was refused on a topic allowing it.)
+	if b.Codec() != CodecNone && int64(count)*minRecordSize > int64(d.limit()) {
 		return Records{}, fmt.Errorf("cannot read records: %d records claimed: %w", count, ErrInflateLimit)
 	}
 	data := b.Records()
@@ -122,7 +125,15 @@ func (d *Decoder) gunzip(src []byte) ([]byte, error) {
 }
 
 func (d *Decoder) unlz4(src []byte) ([]byte, error) {
-	d.src.Reset(src)
+	n, err := kafkaLZ4Frame(src)
+	if err != nil {
+		return nil, err
+	}
+	// Only the first frame, as Kafka reads it. The lz4 reader would also
+	// take what follows (more frames, skippable ones), and it keeps a
+	// dependent-block frame's history across Reset, for the next batch's
+	// blocks to be decoded against. (From review.)
+	d.src.Reset(src[:n])
 	if d.lz == nil {
 		d.lz = lz4.NewReader(&d.src)
 		// Concurrency 1 keeps decoding on this goroutine and its buffers few.
@@ -135,17 +146,27 @@ func (d *Decoder) unlz4(src []byte) ([]byte, error) {
 	return d.readAll(d.lz)
 }
 
+// zstdMaxWindow is zstd-jni's default window limit (ZSTD_WINDOWLOG_LIMIT_DEFAULT).
+const zstdMaxWindow = 1 << 27
+
 func (d *Decoder) unzstd(src []byte) ([]byte, error) {
 	lim := d.limit()
 	if d.zd == nil || d.zlim != lim {
-		// The window bounds memory too, but frames from Java producers
-		// declare windows of a few MiB even for small batches: allow 8 MiB
-		// whatever the output limit.
-		win := max(uint64(lim), 8<<20)
+		// Frames from Java producers (zstd-jni streams, no content size)
+		// declare windows of 2 MiB at the default level and up to 128 MiB
+		// at level 22, even for small batches; zstd-jni, and so Kafka,
+		// decodes windows up to 2^27. The decoder also caps the window at
+		// its memory limit, so both are raised to that, and the output
+		// limit is checked on the result: DecodeAll's history is its
+		// output, so a small batch costs no more, while a bomb may cost up
+		// to 128 MiB before it is refused. (From review: with the memory
+		// limit at the output limit, level-22 batches, and any Java batch
+		// under a small Limit, were refused.)
+		win := max(uint64(lim), zstdMaxWindow)
 		zd, err := zstd.NewReader(nil,
 			zstd.WithDecoderConcurrency(1),
 			zstd.WithDecoderLowmem(true),
-			zstd.WithDecoderMaxMemory(uint64(lim)),
+			zstd.WithDecoderMaxMemory(win),
 			zstd.WithDecoderMaxWindow(win))
 		if err != nil {
 			return nil, fmt.Errorf("BUG: cannot create zstd decoder: %w", err)
@@ -256,4 +277,69 @@ func grow(b []byte, n int) []byte {
 	nb := make([]byte, len(b), len(b)+max(n, len(b)))
 	copy(nb, b)
 	return nb
+}
+
+// LZ4 frame layout (lz4 frame format 1.6), as Kafka's KafkaLZ4BlockInputStream
+// takes it: magic 0x184D2204 (LE) | FLG | BD | [content size u64] | HC |
+// blocks | end mark (u32 0) | [content checksum u32]. A block is a u32 LE
+// size (the high bit: stored uncompressed), that many bytes, and a u32
+// checksum when FLG asks for block checksums.
+const (
+	lz4Magic            = 0x184D2204
+	lz4FlagVersionMask  = 0xC0
+	lz4FlagVersion1     = 0x40
+	lz4FlagIndependent  = 0x20
+	lz4FlagBlockSum     = 0x10
+	lz4FlagContentSize  = 0x08
+	lz4FlagContentSum   = 0x04
+	lz4FlagReservedMask = 0x03 // reserved and dictionary id: Kafka refuses both
+)
+
+// kafkaLZ4Frame returns the length of the LZ4 frame at the start of src,
+// or ErrDecompress if that is not a frame Kafka reads: another magic (the
+// legacy format, a skippable frame), another version, a dictionary id,
+// dependent blocks ("Dependent block stream is unsupported"), or one cut
+// short. What follows the frame is not Kafka's to read either.
+func kafkaLZ4Frame(src []byte) (int, error) {
+	if len(src) < 7 || binary.LittleEndian.Uint32(src) != lz4Magic {
+		return 0, fmt.Errorf("not an LZ4 frame: %w", ErrDecompress)
+	}
+	flg := src[4]
+	switch {
+	case flg&lz4FlagVersionMask != lz4FlagVersion1:
+		return 0, fmt.Errorf("LZ4 frame version %d: %w", flg>>6, ErrDecompress)
+	case flg&lz4FlagReservedMask != 0:
+		return 0, fmt.Errorf("LZ4 frame flags %#x: reserved bits or dictionary id set: %w", flg, ErrDecompress)
+	case flg&lz4FlagIndependent == 0:
+		return 0, fmt.Errorf("LZ4 frame of dependent blocks: %w", ErrDecompress)
+	}
+	n := 7 // magic, FLG, BD, HC
+	if flg&lz4FlagContentSize != 0 {
+		n += 8
+	}
+	blockSum := 0
+	if flg&lz4FlagBlockSum != 0 {
+		blockSum = 4
+	}
+	for {
+		if n+4 > len(src) {
+			return 0, fmt.Errorf("LZ4 frame truncated: %w", ErrDecompress)
+		}
+		size := int(binary.LittleEndian.Uint32(src[n:]) &^ (1 << 31))
+		n += 4
+		if size == 0 && src[n-1]&0x80 == 0 {
+			break // end mark
+		}
+		if size > len(src)-n-blockSum {
+			return 0, fmt.Errorf("LZ4 block of %d bytes truncated: %w", size, ErrDecompress)
+		}
+		n += size + blockSum
+	}
+	if flg&lz4FlagContentSum != 0 {
+		n += 4
+	}
+	if n > len(src) {
+		return 0, fmt.Errorf("LZ4 frame truncated: %w", ErrDecompress)
+	}
+	return n, nil
 }
