@@ -61,8 +61,25 @@ type Coordinator struct {
 // Coordinator returns the engine's transaction coordinator, opening (and
 // recovering) it on first use.
 func (e *Engine) Coordinator() (*Coordinator, error) {
-	e.coordOnce.Do(func() { e.coord, e.coordErr = openCoordinator(e) })
-	return e.coord, e.coordErr
+	// The fast path: once made, the coordinator is published and never
+	// replaced; the atomic load orders its construction before any use.
+	if c := e.coord.Load(); c != nil {
+		return c, nil
+	}
+	e.coordMu.Lock()
+	defer e.coordMu.Unlock()
+	if c := e.coord.Load(); c != nil {
+		return c, nil
+	}
+	// A failure is not kept: the next call tries again, as a Kafka client
+	// retries COORDINATOR_LOAD_IN_PROGRESS. (From review: a transient
+	// error, say a full disk at the first use, was returned for good.)
+	c, err := openCoordinator(e)
+	if err != nil {
+		return nil, err
+	}
+	e.coord.Store(c)
+	return c, nil
 }
 
 func openCoordinator(e *Engine) (*Coordinator, error) {

@@ -72,9 +72,10 @@ type Engine struct {
 	mu     sync.Mutex
 	closed bool
 
-	coordOnce sync.Once
-	coord     *Coordinator
-	coordErr  error
+	// coord is the transaction coordinator, made on first use under
+	// coordMu (Coordinator).
+	coordMu sync.Mutex
+	coord   atomic.Pointer[Coordinator]
 
 	// offsetStore is the consumer-offsets store, made on first use
 	// (offsets) under offsetsMu, which is taken before mu. (From review:
