@@ -53,19 +53,8 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 		"most `bytes` one batch's records may decompress to")
 	// --help gets everything; a mistake gets the synopsis and the flags,
 	// short enough that the error above them stays in view.
-	showUsage := func(w io.Writer, full bool) {
-		fmt.Fprint(w, dumpSynopsis)
-		if full {
-			fmt.Fprint(w, dumpAbout)
-		}
-		fmt.Fprint(w, "\nFlags:\n")
-		printFlags(w, fs)
-		if full {
-			fmt.Fprint(w, dumpDetails)
-		} else {
-			fmt.Fprint(w, "\nRun 'idemlog dump --help' for more.\n")
-		}
-	}
+	u := commandUsage{name: "dump", synopsis: dumpSynopsis, about: dumpAbout, details: dumpDetails}
+	showUsage := func(w io.Writer, full bool) { u.print(w, fs, full) }
 	files, err := parseArgs(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		showUsage(stdout, true)

@@ -132,6 +132,28 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprint(w, "  -h, --help\n      show this help\n")
 }
 
+// commandUsage is a subcommand's usage text: a synopsis always, the
+// flags, and with --help (full) what it does and the details.
+type commandUsage struct {
+	name, synopsis, about, details string
+}
+
+// print writes the usage for --help (full, to stdout) or after a mistake
+// (short enough that the error above it stays in view).
+func (u commandUsage) print(w io.Writer, fs *flag.FlagSet, full bool) {
+	fmt.Fprint(w, u.synopsis)
+	if full {
+		fmt.Fprint(w, u.about)
+	}
+	fmt.Fprint(w, "\nFlags:\n")
+	printFlags(w, fs)
+	if full {
+		fmt.Fprint(w, u.details)
+	} else {
+		fmt.Fprintf(w, "\nRun 'idemlog %s --help' for more.\n", u.name)
+	}
+}
+
 // newFlagSet returns a FlagSet that reports nothing itself: the caller
 // decides where usage goes (stdout for --help, stderr for mistakes).
 func newFlagSet(name string) *flag.FlagSet {

@@ -49,19 +49,8 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("verify")
 	maxBatch := fs.Int("max-batch-bytes", logdump.DefaultMaxBatchSize,
 		"largest batch accepted, in `bytes`; a larger length field counts as corruption")
-	showUsage := func(w io.Writer, full bool) {
-		fmt.Fprint(w, verifySynopsis)
-		if full {
-			fmt.Fprint(w, verifyAbout)
-		}
-		fmt.Fprint(w, "\nFlags:\n")
-		printFlags(w, fs)
-		if full {
-			fmt.Fprint(w, verifyDetails)
-		} else {
-			fmt.Fprint(w, "\nRun 'idemlog verify --help' for more.\n")
-		}
-	}
+	u := commandUsage{name: "verify", synopsis: verifySynopsis, about: verifyAbout, details: verifyDetails}
+	showUsage := func(w io.Writer, full bool) { u.print(w, fs, full) }
 	paths, err := parseArgs(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		showUsage(stdout, true)
