@@ -78,7 +78,11 @@
 // Each group has its own mutex, held for the bookkeeping of one request or
 // one timer and never while a call waits: a parked JoinGroup or SyncGroup
 // waits on a channel the group answers it on. A parked call returns when
-// its context is done, so a closed connection leaves no goroutine behind.
+// the phase completes, its timeout passes, or its context is done. The
+// Kafka listener reads no request of a connection while one is parked, so,
+// as in Kafka ("sockets are muted while the JoinGroup is in purgatory"), a
+// client that disconnects meanwhile is noticed only then; its context is
+// done when the server closes.
 // Timers are time.AfterFunc callbacks that take the group's mutex and check
 // that what they were armed for still holds.
 package group

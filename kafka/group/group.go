@@ -249,9 +249,9 @@ func (g *group) addPending(id string, session time.Duration) {
 		}
 		g.c.log.Info("pending member expired", "group", g.name, "member", id)
 		delete(g.pending, id)
-		if g.state == statePreparingRebalance && g.allJoined() {
-			g.completeJoin()
-		}
+		// Not an initial join's delay: only its timer ends that, as
+		// Kafka's InitialDelayedJoin. (From review.)
+		g.maybeCompleteJoinPhase()
 	})
 	g.pending[id] = p
 }
@@ -494,9 +494,7 @@ func (g *group) afterRemoval() {
 	case stateStable, stateCompletingRebalance:
 		g.prepareRebalance("member removed")
 	case statePreparingRebalance:
-		if g.allJoined() {
-			g.completeJoin()
-		}
+		g.maybeCompleteJoinPhase() // not an initial join's delay (above)
 	}
 }
 

@@ -55,7 +55,7 @@ func newJoinReq(ctx context.Context, req *kmsg.JoinGroupRequest) *joinReq {
 
 // JoinGroup handles JoinGroup v0-9 (Kafka's classicGroupJoin). It parks
 // until the join phase completes, the rebalance timeout passes, ctx is done
-// (the connection is gone) or the coordinator closes; the last two answer
+// (the listener is closing) or the coordinator closes; the last two answer
 // COORDINATOR_NOT_AVAILABLE, and a new member whose join is abandoned that
 // way is removed again. The client id for generated member ids comes from
 // WithClientID.
