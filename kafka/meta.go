@@ -21,6 +21,9 @@ var (
 	ErrOperationNotAttempts = errcode.New(kerr.OperationNotAttempted.Code, "operation not attempted")
 	ErrInvalidRecord        = errcode.New(kerr.InvalidRecord.Code, "produce must carry exactly one record batch per partition")
 	ErrInvalidTxnRequest    = errcode.New(kerr.InvalidRequest.Code, "invalid transactional request")
+	// ErrOffsetMetadataTooLarge: a committed offset's metadata is longer
+	// than Options.MaxOffsetMetadata (Kafka's offset.metadata.max.bytes).
+	ErrOffsetMetadataTooLarge = errcode.New(kerr.OffsetMetadataTooLarge.Code, "offset metadata too large")
 )
 
 // errCode maps an error to its Kafka code. Every sentinel carries one
@@ -356,10 +359,10 @@ func (s *Server) deleteGroups(r *kmsg.DeleteGroupsRequest) kmsg.Response {
 	for _, g := range r.Groups {
 		gr := kmsg.NewDeleteGroupsResponseGroup()
 		gr.Group = g
-		err := s.groups.DeleteGroup(g, s.eng.GroupHasOffsets(g))
-		if err == nil {
-			_, err = s.eng.DeleteGroupOffsets(g)
-		}
+		err := s.groups.DeleteGroup(g, s.eng.GroupHasOffsets(g), func() error {
+			_, err := s.eng.DeleteGroupOffsets(g)
+			return err
+		})
 		gr.ErrorCode = s.code(kmsg.DeleteGroups, err)
 		resp.Groups = append(resp.Groups, gr)
 	}

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/idemlog/idemlog/engine"
 	"github.com/idemlog/idemlog/kafka/group"
@@ -14,22 +15,20 @@ import (
 // accepted only while the group has no members.
 func (s *Server) offsetCommit(r *kmsg.OffsetCommitRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
-	err := s.groups.ValidateCommit(r.Group, r.Generation, r.MemberID, r.InstanceID, false)
 	offsets := map[engine.TopicPartition]engine.OffsetAndMetadata{}
 	unknown := map[engine.TopicPartition]error{}
 	for _, rt := range r.Topics {
 		for _, p := range rt.Partitions {
-			tp := engine.TopicPartition{Topic: rt.Topic, Partition: p.Partition}
-			if _, perr := s.eng.Partition(rt.Topic, int(p.Partition)); perr != nil {
-				unknown[tp] = perr
-				continue
-			}
-			offsets[tp] = engine.OffsetAndMetadata{Offset: p.Offset, Metadata: deref(p.Metadata)}
+			s.admitOffset(offsets, unknown, rt.Topic, p.Partition, p.Offset, p.Metadata)
 		}
 	}
-	if err == nil && len(offsets) > 0 {
-		err = s.eng.CommitOffsets(r.Group, offsets)
-	}
+	// The write runs under the group's lock, after its check (Commit).
+	err := s.groups.Commit(r.Group, r.Generation, r.MemberID, r.InstanceID, false, func() error {
+		if len(offsets) == 0 {
+			return nil
+		}
+		return s.eng.CommitOffsets(r.Group, offsets)
+	})
 	if r.Version >= 9 && errors.Is(err, group.ErrGroupIDNotFound) {
 		// Kafka 3.x+ answers a member commit to a group it does not know
 		// with GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before.
@@ -42,7 +41,7 @@ func (s *Server) offsetCommit(r *kmsg.OffsetCommitRequest) kmsg.Response {
 		for _, p := range rt.Partitions {
 			rp := kmsg.NewOffsetCommitResponseTopicPartition()
 			rp.Partition, rp.ErrorCode = p.Partition, code
-			if uerr := unknown[engine.TopicPartition{Topic: rt.Topic, Partition: p.Partition}]; uerr != nil && err == nil {
+			if uerr := unknown[engine.TopicPartition{Topic: rt.Topic, Partition: p.Partition}]; uerr != nil && (err == nil || errors.Is(uerr, engine.ErrUnknownTopicOrPartition)) {
 				rp.ErrorCode = s.code(kmsg.OffsetCommit, uerr)
 			}
 			t.Partitions = append(t.Partitions, rp)
@@ -174,4 +173,26 @@ func (s *Server) offsetFetch(r *kmsg.OffsetFetchRequest) kmsg.Response {
 		resp.Groups = append(resp.Groups, g)
 	}
 	return resp
+}
+
+// admitOffset sorts one partition of an offset commit: into unknown with
+// its error if the engine does not have the partition (as Kafka answers
+// UNKNOWN_TOPIC_OR_PARTITION there, whatever the group's answer: its API
+// layer filters those before the group coordinator sees the request) or
+// its metadata is over MaxOffsetMetadata (OFFSET_METADATA_TOO_LARGE, that
+// partition only, as Kafka's offset.metadata.max.bytes, once the group's
+// check passed), else into offsets.
+func (s *Server) admitOffset(offsets map[engine.TopicPartition]engine.OffsetAndMetadata, unknown map[engine.TopicPartition]error,
+	topic string, partition int32, offset int64, metadata *string) {
+	tp := engine.TopicPartition{Topic: topic, Partition: partition}
+	if _, err := s.eng.Partition(topic, int(partition)); err != nil {
+		unknown[tp] = err
+		return
+	}
+	md := deref(metadata)
+	if len(md) > s.opts.MaxOffsetMetadata {
+		unknown[tp] = fmt.Errorf("cannot commit %s-%d: metadata of %d bytes (max %d): %w", topic, partition, len(md), s.opts.MaxOffsetMetadata, ErrOffsetMetadataTooLarge)
+		return
+	}
+	offsets[tp] = engine.OffsetAndMetadata{Offset: offset, Metadata: md}
 }

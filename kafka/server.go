@@ -59,6 +59,9 @@ type Options struct {
 	// that vanished without a FIN would otherwise hold its goroutines and
 	// buffers for good.
 	IdleTimeout time.Duration
+	// MaxOffsetMetadata is the longest metadata string an offset commit
+	// may carry (Kafka's offset.metadata.max.bytes: 4096).
+	MaxOffsetMetadata int
 }
 
 func (o Options) withDefaults() Options {
@@ -82,6 +85,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxPipeline <= 0 {
 		o.MaxPipeline = 8
+	}
+	if o.MaxOffsetMetadata <= 0 {
+		o.MaxOffsetMetadata = 4096
 	}
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = 10 * time.Minute

@@ -123,10 +123,6 @@ func (s *Server) endTxn(r *kmsg.EndTxnRequest) kmsg.Response {
 // commit their offsets.
 func (s *Server) txnOffsetCommit(r *kmsg.TxnOffsetCommitRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-	var err error
-	if r.Version >= 3 {
-		err = s.groups.ValidateCommit(r.Group, r.Generation, r.MemberID, r.InstanceID, true)
-	}
 	// Partitions the engine does not have answer UNKNOWN_TOPIC_OR_PARTITION
 	// and are not committed, as offsetCommit and Kafka's
 	// handleTxnOffsetCommitRequest do. (From review.)
@@ -134,16 +130,21 @@ func (s *Server) txnOffsetCommit(r *kmsg.TxnOffsetCommitRequest) kmsg.Response {
 	unknown := map[engine.TopicPartition]error{}
 	for _, rt := range r.Topics {
 		for _, p := range rt.Partitions {
-			tp := engine.TopicPartition{Topic: rt.Topic, Partition: p.Partition}
-			if _, perr := s.eng.Partition(rt.Topic, int(p.Partition)); perr != nil {
-				unknown[tp] = perr
-				continue
-			}
-			offsets[tp] = engine.OffsetAndMetadata{Offset: p.Offset, Metadata: deref(p.Metadata)}
+			s.admitOffset(offsets, unknown, rt.Topic, p.Partition, p.Offset, p.Metadata)
 		}
 	}
-	if err == nil && len(offsets) > 0 {
-		err = s.coord.TxnCommitOffsets(r.TransactionalID, r.Group, r.ProducerID, r.ProducerEpoch, offsets)
+	write := func() error {
+		if len(offsets) == 0 {
+			return nil
+		}
+		return s.coord.TxnCommitOffsets(r.TransactionalID, r.Group, r.ProducerID, r.ProducerEpoch, offsets)
+	}
+	var err error
+	if r.Version >= 3 {
+		// The write runs under the group's lock, after its check.
+		err = s.groups.Commit(r.Group, r.Generation, r.MemberID, r.InstanceID, true, write)
+	} else {
+		err = write()
 	}
 	// A verification refusal of a fenced producer answers
 	// INVALID_PRODUCER_EPOCH, as KIP-890's verification maps it for every
@@ -156,7 +157,7 @@ func (s *Server) txnOffsetCommit(r *kmsg.TxnOffsetCommitRequest) kmsg.Response {
 		for _, p := range rt.Partitions {
 			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
 			rp.Partition, rp.ErrorCode = p.Partition, code
-			if uerr := unknown[engine.TopicPartition{Topic: rt.Topic, Partition: p.Partition}]; uerr != nil && err == nil {
+			if uerr := unknown[engine.TopicPartition{Topic: rt.Topic, Partition: p.Partition}]; uerr != nil && (err == nil || errors.Is(uerr, engine.ErrUnknownTopicOrPartition)) {
 				rp.ErrorCode = s.code(kmsg.TxnOffsetCommit, uerr)
 			}
 			t.Partitions = append(t.Partitions, rp)

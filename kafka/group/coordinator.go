@@ -135,7 +135,7 @@ func (c *Coordinator) locked(name string, create bool) *group {
 	}
 }
 
-// ValidateCommit is the group fencing check of OffsetCommit (txn false) and
+// Commit is the group fencing check of OffsetCommit (txn false) and
 // TxnOffsetCommit (txn true), following Kafka's ClassicGroup.validateOffsetCommit
 // and OffsetMetadataManager:
 //
@@ -156,18 +156,33 @@ func (c *Coordinator) locked(name string, create bool) *group {
 //     TxnOffsetCommit is not held to the group state.
 //
 // An accepted commit by a member refreshes its session.
-func (c *Coordinator) ValidateCommit(group string, generation int32, memberID string, instanceID *string, txn bool) error {
+//
+// Commit runs write, the commit itself, once the check passes and under
+// the group's lock, as Kafka checks and appends under it: a rebalance
+// cannot come between them, so a member of an old generation that passed
+// the check cannot overwrite the offsets the new generation's owner
+// commits after it. (From review: it could.) write's error is returned.
+func (c *Coordinator) Commit(group string, generation int32, memberID string, instanceID *string, txn bool, write func() error) error {
 	if c.isClosed() {
 		return fmt.Errorf("cannot commit offsets of group %q: %w", group, ErrCoordinatorNotAvailable)
 	}
 	g := c.locked(group, false)
 	if g == nil {
 		if generation < 0 {
-			return nil
+			return write()
 		}
 		return fmt.Errorf("cannot commit offsets of group %q at generation %d: %w: %w", group, generation, ErrIllegalGeneration, ErrGroupIDNotFound)
 	}
 	defer g.mu.Unlock()
+	if err := c.validateCommit(g, generation, memberID, instanceID, txn); err != nil {
+		return err
+	}
+	return write()
+}
+
+// validateCommit is Commit's check of a known group, locked.
+func (c *Coordinator) validateCommit(g *group, generation int32, memberID string, instanceID *string, txn bool) error {
+	group := g.name
 	if c.isClosed() {
 		return fmt.Errorf("cannot commit offsets of group %q: %w", group, ErrCoordinatorNotAvailable)
 	}
@@ -204,20 +219,28 @@ func (c *Coordinator) ValidateCommit(group string, generation int32, memberID st
 // Pending members (between MEMBER_ID_REQUIRED and their rejoin) do not make
 // a group non-empty, as in Kafka; they get UNKNOWN_MEMBER_ID when they
 // rejoin.
-func (c *Coordinator) DeleteGroup(group string, hasOffsets bool) error {
+func (c *Coordinator) DeleteGroup(group string, hasOffsets bool, deleteOffsets func() error) error {
 	if c.isClosed() {
 		return fmt.Errorf("cannot delete group %q: %w", group, ErrCoordinatorNotAvailable)
 	}
-	g := c.locked(group, false)
+	// A group known only by its offsets is made here, Empty, so that its
+	// lock covers the deletion too.
+	g := c.locked(group, hasOffsets)
 	if g == nil {
-		if hasOffsets {
-			return nil
-		}
 		return fmt.Errorf("cannot delete group %q: %w", group, ErrGroupIDNotFound)
 	}
 	defer g.mu.Unlock()
 	if g.state != stateEmpty {
 		return fmt.Errorf("cannot delete group %q: %d members, state %s: %w", group, len(g.members), g.state, ErrNonEmptyGroup)
+	}
+	// The offsets go under the group's lock: no member can join and
+	// commit between the check above and their deletion. (From review:
+	// a new member's acknowledged commit was deleted.) If that fails the
+	// group stays.
+	if deleteOffsets != nil {
+		if err := deleteOffsets(); err != nil {
+			return fmt.Errorf("cannot delete group %q: %w", group, err)
+		}
 	}
 	g.dead = true
 	g.stopTimers()

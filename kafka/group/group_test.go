@@ -373,7 +373,7 @@ func TestValidateCommit(t *testing.T) {
 		{"generation -1 with a member id", "g", -1, a.id, nil, false, wantIllegalGeneration},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := c.ValidateCommit(tc.group, tc.gen, tc.member, tc.instance, tc.txn)
+			err := c.Commit(tc.group, tc.gen, tc.member, tc.instance, tc.txn, noWrite)
 			if tc.code == wantNone {
 				if err != nil {
 					t.Fatalf("unexpected %v", err)
@@ -384,11 +384,11 @@ func TestValidateCommit(t *testing.T) {
 		})
 	}
 	// OffsetCommit v9+ answers GROUP_ID_NOT_FOUND there; the error says so.
-	err := c.ValidateCommit("u", 1, "m", nil, false)
+	err := c.Commit("u", 1, "m", nil, false, noWrite)
 	if !errors.Is(err, ErrGroupIDNotFound) || !errors.Is(err, ErrIllegalGeneration) {
 		t.Fatalf("unknown group: %v", err)
 	}
-	if err := c.ValidateCommit("g", a.gen, "x", nil, false); errors.Is(err, ErrGroupIDNotFound) {
+	if err := c.Commit("g", a.gen, "x", nil, false, noWrite); errors.Is(err, ErrGroupIDNotFound) {
 		t.Fatalf("known group flagged not found: %v", err)
 	}
 	if n := c.Groups(); n != 2 {
@@ -909,15 +909,15 @@ func TestDeleteGroup(t *testing.T) {
 	c := newTestCoordinator(t, testOpts())
 	a := newClient(t, c, "g", 9)
 	stableGroup(t, a)
-	wantErrCode(t, "delete stable", c.DeleteGroup("g", true), wantNonEmptyGroup)
-	wantErrCode(t, "delete unknown", c.DeleteGroup("u", false), wantGroupIDNotFound)
-	if err := c.DeleteGroup("u", true); err != nil {
+	wantErrCode(t, "delete stable", c.DeleteGroup("g", true, nil), wantNonEmptyGroup)
+	wantErrCode(t, "delete unknown", c.DeleteGroup("u", false, nil), wantGroupIDNotFound)
+	if err := c.DeleteGroup("u", true, nil); err != nil {
 		t.Fatalf("delete of an offsets-only group: %v", err)
 	}
 	// A pending member does not keep an Empty group alive.
 	p := newClient(t, c, "p", 9)
 	wantCode(t, "pending", p.joinOnce(bg).ErrorCode, wantMemberIDRequired)
-	if err := c.DeleteGroup("p", false); err != nil {
+	if err := c.DeleteGroup("p", false, nil); err != nil {
 		t.Fatalf("delete with a pending member: %v", err)
 	}
 	wantCode(t, "pending rejoin", p.joinOnce(bg).ErrorCode, wantUnknownMember)
@@ -926,13 +926,13 @@ func TestDeleteGroup(t *testing.T) {
 	if c.Groups() != 1 {
 		t.Fatalf("%d groups", c.Groups())
 	}
-	if err := c.DeleteGroup("g", false); err != nil {
+	if err := c.DeleteGroup("g", false, nil); err != nil {
 		t.Fatalf("delete empty: %v", err)
 	}
 	if _, _, _, _, ok := c.Describe("g"); ok || c.Groups() != 0 {
 		t.Fatal("deleted group still known")
 	}
-	wantErrCode(t, "delete twice", c.DeleteGroup("g", false), wantGroupIDNotFound)
+	wantErrCode(t, "delete twice", c.DeleteGroup("g", false, nil), wantGroupIDNotFound)
 	// A new group of the same name starts over.
 	b := newClient(t, c, "g", 9)
 	if r := b.mustJoin(bg); r.Generation != 1 {
@@ -1023,7 +1023,7 @@ func TestClose(t *testing.T) {
 	wantCode(t, "sync", x.sync(bg, nil).ErrorCode, wantCoordNotAvailable)
 	wantCode(t, "heartbeat", a.heartbeat(), wantCoordNotAvailable)
 	wantErrCode(t, "commit", a.commit(false), wantCoordNotAvailable)
-	wantErrCode(t, "delete", c.DeleteGroup("g", true), wantCoordNotAvailable)
+	wantErrCode(t, "delete", c.DeleteGroup("g", true, nil), wantCoordNotAvailable)
 	wantCode(t, "leave", a.leave(), wantCoordNotAvailable)
 	if c.Groups() != 2 {
 		t.Fatalf("%d groups", c.Groups())
