@@ -195,7 +195,7 @@ func review8WaitState(s *Server, g, want string) error {
 }
 
 // TestReview8StaleGenerationCommitAfterRebalance: OffsetCommit checks the
-// member and generation (group.ValidateCommit, under the group's lock) and
+// member and generation (the group check, under the group's lock) and
 // then writes the offsets (engine.CommitOffsets) after releasing it. A
 // rebalance in between lets a commit of the old generation land after the
 // new generation's owner committed, overwriting it, and the stale member

@@ -45,7 +45,7 @@ var (
 	ErrNonEmptyGroup = errcode.New(codeNonEmptyGroup, "group is not empty")
 	// ErrGroupIDNotFound (69): DeleteGroup of a group nobody knows. A
 	// member commit to an unknown group wraps it next to
-	// ErrIllegalGeneration (see ValidateCommit).
+	// ErrIllegalGeneration (see Coordinator.Commit).
 	ErrGroupIDNotFound = errcode.New(codeGroupIDNotFound, "group id not found")
 	// ErrMemberIDRequired (79): JoinGroup v4+ with an empty member id; the
 	// response carries the id to rejoin with.
