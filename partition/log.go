@@ -29,6 +29,9 @@ var (
 	// to reach the disk by retrying; the log refuses appends until it is
 	// reopened and recovered.
 	ErrFailed = errcode.New(errcode.KafkaStorageError, "log failed")
+	// ErrInvalidSyncPolicy: an interval policy without a positive interval
+	// or a bytes policy without a positive byte count.
+	ErrInvalidSyncPolicy = errcode.New(errcode.InvalidRequest, "invalid fsync policy")
 )
 
 // Options configure a partition log. Zero fields take Kafka's defaults.
@@ -40,6 +43,9 @@ type Options struct {
 	// DurableVisibility, with SyncAlways, lets readers see only durable
 	// bytes: the high watermark moves after the sync, not after the write.
 	DurableVisibility bool
+	// noVisibilitySyncer, for tests that drive syncs by hand, starts no
+	// visibility syncer (runVisibilitySyncer) under DurableVisibility.
+	noVisibilitySyncer bool
 	// RollAge is segment.ms: a segment whose first append is older than this
 	// (by batch timestamps) is rolled before the next append. 0: 7 days.
 	RollAge time.Duration
@@ -178,7 +184,10 @@ type Log struct {
 	recoveredFrom int64 // set by Open; see RecoveredFrom
 
 	stop    chan struct{}
-	flusher sync.WaitGroup // the interval flusher
+	flusher sync.WaitGroup // the interval flusher, the visibility syncer
+	// visKick wakes the visibility syncer (durableOnly logs only): an
+	// append was committed that only a sync makes visible.
+	visKick chan struct{}
 	bg      sync.WaitGroup // the maintainer
 }
 
@@ -337,6 +346,17 @@ func (l *Log) commitLocked(n int64) (wait, raised bool) {
 		// staging publishes it (endStaging).
 		if !l.durableOnly() && l.stagers == 0 {
 			raised = l.publish(seg)
+		}
+		if l.visKick != nil {
+			// Only a sync makes the batch visible, and its appender need
+			// not wait for one (a Kafka acks=0 produce): the visibility
+			// syncer sees that one runs. Kicks coalesce; most find the
+			// batch's own appender already waiting. (From review: such a
+			// batch stayed invisible until something else synced.)
+			select {
+			case l.visKick <- struct{}{}:
+			default:
+			}
 		}
 		return true, raised
 	case SyncBytes:

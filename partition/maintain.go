@@ -196,7 +196,11 @@ func (l *Log) sealRolled(seg *segRef, end int64, snapshot []byte) {
 	}
 	l.unsealedMu.Unlock()
 	seg.release()
-	if err != nil {
+	// A failed log trusts nothing past its failure: an earlier seal or
+	// group sync whose fsync failed may have lost bytes below end, which
+	// this seal's own success does not bring back. (From review: the
+	// durable mark and the checkpoint moved past them.)
+	if err != nil || l.failed.Load() {
 		return
 	}
 	l.sync.advance(end)

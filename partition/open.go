@@ -34,6 +34,15 @@ const (
 // later segments are dropped, and indexes are rebuilt.
 func Open(dir string, opts Options) (*Log, error) {
 	opts = opts.withDefaults()
+	// ParseSyncPolicy refuses these; a policy built as a struct must be
+	// refused too. (From review: interval 0 panicked in the flusher's
+	// ticker, taking the process down.)
+	switch {
+	case opts.Sync.Kind == SyncInterval && opts.Sync.Interval <= 0:
+		return nil, fmt.Errorf("cannot open partition: fsync policy interval=%v: %w", opts.Sync.Interval, ErrInvalidSyncPolicy)
+	case opts.Sync.Kind == SyncBytes && opts.Sync.Bytes <= 0:
+		return nil, fmt.Errorf("cannot open partition: fsync policy bytes=%d: %w", opts.Sync.Bytes, ErrInvalidSyncPolicy)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create partition dir: %w", err)
 	}
@@ -201,6 +210,11 @@ func Open(dir string, opts Options) (*Log, error) {
 	if opts.Sync.Kind == SyncInterval {
 		l.flusher.Add(1)
 		go l.runFlusher(opts.Sync.Interval)
+	}
+	if l.durableOnly() && !opts.noVisibilitySyncer {
+		l.visKick = make(chan struct{}, 1)
+		l.flusher.Add(1)
+		go l.runVisibilitySyncer()
 	}
 	return l, nil
 }

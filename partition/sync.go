@@ -194,6 +194,22 @@ func (l *Log) runFlusher(interval time.Duration) {
 	}
 }
 
+// runVisibilitySyncer, under DurableVisibility, syncs what was committed
+// when kicked (commitLocked), so that a batch whose appender does not wait
+// still becomes visible within one sync, until Close. A failed sync is its
+// appenders' to report.
+func (l *Log) runVisibilitySyncer() {
+	defer l.flusher.Done()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-l.visKick:
+			_ = l.waitDurable(l.written.Load())
+		}
+	}
+}
+
 // stageFlushBytes is how much a stage may hold before an append writes it
 // into the file itself, while the sync runs. What is left staged when the
 // sync ends is written between it and the next sync, on every writer's
