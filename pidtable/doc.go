@@ -26,9 +26,9 @@
 //
 // One Entry is 168 bytes (8 + 4 + 152, aligned to 8). The State's zero value
 // means "no state yet", so claiming an empty slot writes only its key and
-// lock word, never the State. Tables grow at load factor 3/4 to a size that puts them at 1/2, so a table costs
-// between 224 and 336 bytes per live producer (about 230 at 1M producers,
-// 300 at 100k with the default options); MemoryBytes reports it. The
+// lock word, never the State. Tables grow at load factor 3/4 to a size that puts them at 2/3
+// (slotsFor), so a table costs between 224 and 252 bytes per live producer
+// once grown; MemoryBytes reports it. The
 // default InitialCapacity (1024 producers) costs 236 KB per partition.
 //
 // A PID's hash is xxhash64 of its 8 little-endian bytes: the top bits pick
@@ -80,7 +80,7 @@
 //
 //  1. wins a CAS of the old table's frozen flag (others wait for the new
 //     table to be published);
-//  2. allocates a table sized for the live entries at load 1/2, private to
+//  2. allocates a table sized for the live entries at load 2/3, private to
 //     it;
 //  3. for every slot of the old table: an empty slot is sealed, by CAS of its
 //     key 0 -> keySealed (all ones, never a pid+1); a claimed slot is locked

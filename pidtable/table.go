@@ -329,15 +329,8 @@ func (t *Table) acquireIn(tb *table, key, h uint64) (*Entry, bool, outcome) {
 				e.lock.Store(lockFree)
 				return nil, false, grow
 			}
-			if c := t.count.Add(1); t.max > 0 && c > t.max {
-				t.count.Add(-1)
-				tb.used.Add(-1)
-				e.lock.Store(lockFree)
-				return nil, false, tooMany
-			}
 			if !e.key.CompareAndSwap(0, key) {
 				tb.used.Add(-1)
-				t.count.Add(-1)
 				// Either a resizer sealed the slot, or another claimer
 				// took it and released it between our read of the key
 				// and our lock CAS, which then locked its live entry.
@@ -356,6 +349,20 @@ func (t *Table) acquireIn(tb *table, key, h uint64) (*Entry, bool, outcome) {
 			// CAS having succeeded means the resizer, if any, has not
 			// reached the slot; it will find the key, wait for our
 			// Release and copy the entry. (Package doc, "Growth".)
+			//
+			// The cap is counted only now: a count taken before the key
+			// CAS could outlive its table, a resizer sealing the empty
+			// slot meanwhile without waiting for us, and refuse every
+			// claim in the new table, even of this pid, until we ran
+			// again. From here the resizer waits for our lock, so the
+			// count is settled before the entry can move. A refused
+			// claim leaves its slot dead, like a Remove, for the next
+			// resize to drop. (From review.)
+			if c := t.count.Add(1); t.max > 0 && c > t.max {
+				t.count.Add(-1)
+				e.lock.Store(lockDead)
+				return nil, false, tooMany
+			}
 			tb.live.Add(1)
 			return e, true, gotIt
 		case key:
@@ -509,7 +516,8 @@ retry:
 }
 
 // resize replaces tb, the current table of sh, by a copy holding only its
-// live entries, sized for them at load factor 1/2 (growth or compaction).
+// live entries, sized for them at load factor 2/3 (slotsFor; growth or
+// compaction).
 // If another goroutine already resizes tb, it waits for that one instead.
 //
 // Ordering: the resizer seals or locks every slot before it reads it, and
