@@ -39,6 +39,11 @@ func (g *groupSync) advance(end int64) {
 
 // waitDurable returns once offsets below end are on disk.
 func (l *Log) waitDurable(end int64) error {
+	// A sync covers at most what was written when it started: past that,
+	// the loop below would sync for ever. (From review.)
+	if w := l.written.Load(); end > w {
+		return fmt.Errorf("cannot wait for offset %d to be durable: the log ends at %d: %w", end, w, ErrOffsetOutOfRange)
+	}
 	g := &l.sync
 	g.mu.Lock()
 	defer g.mu.Unlock()
