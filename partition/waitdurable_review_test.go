@@ -35,3 +35,23 @@ func TestReviewWaitDurablePastLogEnd(t *testing.T) {
 		}
 	}
 }
+
+// A seal that fails while a group sync's fdatasyncs run (the kernel gave
+// the writeback error to the seal's fsync, ours succeeded) leaves nothing
+// counted durable by that sync.
+func TestReviewGroupSyncSeesFailureDuringItsSyncs(t *testing.T) {
+	l, err := Open(t.TempDir(), Options{Sync: SyncPolicy{Kind: SyncAlways}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	res := appendNoWait(t, l, makeBatch(t, 0, 2, 100, 1))
+	afterSyncDataHook = func(l *Log) { l.fail(errors.New("injected: a concurrent seal's fsync failed")) }
+	defer func() { afterSyncDataHook = nil }()
+	if err := l.WaitDurable(res.LastOffset + 1); !errors.Is(err, ErrFailed) {
+		t.Fatalf("WaitDurable with the log failed during the sync: %v, want ErrFailed", err)
+	}
+	if rp := l.recoveryPoint.Load(); rp > 0 {
+		t.Fatalf("recovery point %d moved by a sync the log's failure should void", rp)
+	}
+}
