@@ -154,13 +154,25 @@ func BenchmarkAppendNeverSmallParked(b *testing.B) {
 // BenchmarkAppendAlways64x16K: 64 concurrent appenders, 16 KiB batches,
 // SyncAlways with group commit, against write(2)+fdatasync of the same
 // bytes in groups of the size group commit achieved.
+//
+// visible=durable is DurableVisibility, as `idemlog serve` runs under
+// always: readers see only durable bytes, and every append also kicks the
+// visibility syncer.
 func BenchmarkAppendAlways64x16K(b *testing.B) {
-	for _, mode := range []segment.WriteMode{segment.WriteMmap, segment.WritePwrite} {
+	type variant struct {
+		mode    segment.WriteMode
+		durable bool
+	}
+	for _, vr := range []variant{{segment.WriteMmap, false}, {segment.WritePwrite, false}, {segment.WritePwrite, true}} {
+		mode := vr.mode
 		name := map[segment.WriteMode]string{segment.WriteMmap: "mmap", segment.WritePwrite: "pwrite"}[mode]
+		if vr.durable {
+			name += "/visible=durable"
+		}
 		b.Run("mode="+name, func(b *testing.B) {
 			dir := b.TempDir()
 			v := benchBatch(b, 16<<10)
-			l, err := Open(filepath.Join(dir, "t-0"), Options{Sync: SyncPolicy{Kind: SyncAlways}, Segment: segment.Options{Mode: mode}})
+			l, err := Open(filepath.Join(dir, "t-0"), Options{Sync: SyncPolicy{Kind: SyncAlways}, DurableVisibility: vr.durable, Segment: segment.Options{Mode: mode}})
 			if err != nil {
 				b.Fatal(err)
 			}
