@@ -76,6 +76,10 @@ func (pr *Producer) Send(p *Partition, bld *batch.Builder) (AppendResult, error)
 	pp.mu.Lock()
 	seq := pp.next
 	bld.SetProducer(pr.pid, pr.epoch, seq)
+	// A builder set up for a TransactionalProducer and reused would open a
+	// partition transaction no coordinator knows, pinning the last stable
+	// offset for good. (From review.)
+	bld.SetTransactional(false)
 	b, err := bld.Build()
 	if err != nil {
 		pp.mu.Unlock()

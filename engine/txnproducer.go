@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/producer"
 )
 
 // TransactionalProducer writes to many partitions atomically: the batches
@@ -25,6 +26,12 @@ type TransactionalProducer struct {
 	epoch int16
 	seqs  map[*Partition]int32
 	added map[*Partition]bool
+	// failed is the error of a Send or SendOffsets of the current
+	// transaction: until Abort, Commit refuses (Kafka's abortable error
+	// state), and a fencing error refuses everything (fatal). (From
+	// review: Commit after a failed Send committed the rest, the input
+	// offsets of output never written among it.)
+	failed error
 }
 
 // NewTransactionalProducer initializes the transactional id (fencing any
@@ -53,11 +60,17 @@ func (e *Engine) NewTransactionalProducer(id string, timeout time.Duration) (*Tr
 // Commit or Abort.
 func (tp *TransactionalProducer) ID() (int64, int16) { return tp.pid, tp.epoch }
 
-// Send writes the records in bld to p inside the current transaction.
+// Send writes the records in bld to p inside the current transaction. A
+// failure leaves the transaction to be aborted: Commit refuses until
+// Abort (with a fencing error, everything refuses).
 func (tp *TransactionalProducer) Send(p *Partition, bld *batch.Builder) (AppendResult, error) {
+	if err := tp.usable(); err != nil {
+		return AppendResult{}, err
+	}
 	if !tp.added[p] {
 		ref := TopicPartitionRef{Topic: p.topic, Partition: int32(p.index)}
 		if err := tp.c.AddPartitions(tp.id, tp.pid, tp.epoch, []TopicPartitionRef{ref}, true); err != nil {
+			tp.failed = err
 			return AppendResult{}, err
 		}
 		tp.added[p] = true
@@ -66,10 +79,11 @@ func (tp *TransactionalProducer) Send(p *Partition, bld *batch.Builder) (AppendR
 	bld.SetTransactional(true)
 	b, err := bld.Build()
 	if err != nil {
-		return AppendResult{}, err
+		return AppendResult{}, err // nothing was sent
 	}
 	res, err := p.appendBuilt(b)
 	if err != nil {
+		tp.failed = err
 		return AppendResult{}, fmt.Errorf("cannot send in transaction %q: %w", tp.id, err)
 	}
 	tp.seqs[p] = batch.NextSequence(b.LastSequence())
@@ -82,6 +96,9 @@ func (tp *TransactionalProducer) Send(p *Partition, bld *batch.Builder) (AppendR
 // without asking the coordinator (a consume-process-produce loop whose
 // poll came back empty commits nothing).
 func (tp *TransactionalProducer) Commit() error {
+	if err := tp.usable(); err != nil {
+		return err
+	}
 	if len(tp.added) == 0 {
 		return nil
 	}
@@ -89,8 +106,30 @@ func (tp *TransactionalProducer) Commit() error {
 }
 
 // Abort discards the transaction's writes. With nothing written it only
-// bumps the epoch (an empty abort, no markers).
-func (tp *TransactionalProducer) Abort() error { return tp.end(false) }
+// bumps the epoch (an empty abort, no markers). It is the way out of a
+// failed Send's state; a fenced producer's Abort is refused by the
+// coordinator.
+func (tp *TransactionalProducer) Abort() error {
+	if err := tp.end(false); err != nil {
+		return err
+	}
+	tp.failed = nil
+	return nil
+}
+
+// usable refuses calls after a failure of the current transaction: every
+// call once fenced (a newer instance owns the id), and Send, SendOffsets
+// and Commit until Abort otherwise.
+func (tp *TransactionalProducer) usable() error {
+	switch {
+	case tp.failed == nil:
+		return nil
+	case errors.Is(tp.failed, producer.ErrInvalidProducerEpoch) || errors.Is(tp.failed, ErrProducerFenced):
+		return fmt.Errorf("transaction %q: %w: %w", tp.id, ErrProducerFenced, tp.failed)
+	default:
+		return fmt.Errorf("transaction %q must be aborted after: %w", tp.id, tp.failed)
+	}
+}
 
 func (tp *TransactionalProducer) end(commit bool) error {
 	var pid int64
@@ -122,7 +161,15 @@ func (tp *TransactionalProducer) end(commit bool) error {
 // offsets if and only if the transaction commits. The group's
 // __consumer_offsets partition joins the transaction, as Kafka's
 // AddOffsetsToTxn does.
-func (tp *TransactionalProducer) SendOffsets(group string, offsets map[TopicPartition]OffsetAndMetadata) error {
+func (tp *TransactionalProducer) SendOffsets(group string, offsets map[TopicPartition]OffsetAndMetadata) (err error) {
+	if err := tp.usable(); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tp.failed = err
+		}
+	}()
 	e := tp.c.e
 	if _, err := e.offsets(); err != nil { // creates the internal topic on first use
 		return err
