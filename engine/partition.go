@@ -107,8 +107,18 @@ func openPartition(dir, topic string, index int, opts *Options, engineClosed *at
 	}
 	p.log = l
 	if err := p.loadProducers(dir); err != nil {
-		l.Close()
+		// Not Close: a clean close would have the next open trust the
+		// producer state and aborted-transaction index this load did not
+		// rebuild. (From review.)
+		l.Abandon()
 		return nil, false, err
+	}
+	// What the replay rebuilt (the aborted-transaction entries of the
+	// segments recovery scanned) is synced before the recovery point
+	// passes it.
+	if err := l.FinishRecovery(); err != nil {
+		l.Abandon()
+		return nil, false, fmt.Errorf("cannot open partition %s-%d: %w", topic, index, err)
 	}
 	p.producers.SetMaxEntries(opts.MaxProducersPerPartition)
 	if p.topicID, hasID, err = readPartitionMetadata(dir); err != nil {

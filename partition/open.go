@@ -199,7 +199,13 @@ func Open(dir string, opts Options) (*Log, error) {
 	if l.recoveredFrom < 0 || l.recoveredFrom > l.leo {
 		l.recoveredFrom = l.leo
 	}
-	l.recoveryPoint.Store(l.leo)
+	// The recovery point stays at what recovery rebuilt until the owner
+	// has rebuilt what lives on top of the log (FinishRecovery): Recover
+	// emptied those segments' aborted-transaction indexes, which the
+	// engine fills again by replaying their markers. Checkpointed past
+	// them before that, a crash in between left them empty for good, and
+	// read_committed delivered aborted records. (From review.)
+	l.recoveryPoint.Store(l.recoveredFrom)
 	l.sync.durable = l.leo
 	if err := l.writeCheckpoints(); err != nil {
 		return fail(err)
@@ -419,6 +425,50 @@ func writeSnapshot(dir string, offset int64, image []byte) error {
 		}
 	}
 	return nil
+}
+
+// FinishRecovery, called by the log's owner once it has rebuilt what it
+// keeps on top of a recovered log (the engine: producer state, and the
+// aborted-transaction index entries of the segments Open scanned, from
+// RecoveredFrom on), syncs those segments' indexes and moves the recovery
+// point to the log end, so the next Open scans nothing it does not have
+// to. Without it the recovery point moves with the first sync, as after
+// any Open.
+func (l *Log) FinishRecovery() error {
+	l.mu.Lock()
+	end := l.leo
+	l.mu.Unlock()
+	if l.recoveredFrom >= end {
+		return nil
+	}
+	for _, s := range *l.segs.Load() {
+		if s.NextOffset() > l.recoveredFrom {
+			if err := s.SyncIndexes(); err != nil {
+				return fmt.Errorf("cannot finish recovery of %s: %w", l.dir, err)
+			}
+		}
+	}
+	storeMax(&l.recoveryPoint, end)
+	return l.writeCheckpoints()
+}
+
+// Abandon closes the log without declaring it clean: no seal, snapshot,
+// checkpoint or clean-shutdown marker, so the next Open recovers it as
+// after a crash. For an owner whose own recovery on top of the log failed
+// (the engine's producer-state load): a clean Close would have the next
+// Open trust, and never rebuild, what that recovery did not rebuild.
+// (From review: the aborted-transaction index and producer state were
+// lost that way.)
+func (l *Log) Abandon() {
+	l.Kill()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	segs := *l.segs.Load()
+	empty := []*segRef{}
+	l.segs.Store(&empty)
+	for _, s := range segs {
+		s.retire(false)
+	}
 }
 
 // Kill stops the log's background work without doing any of it, syncing
