@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"sync"
@@ -119,26 +120,50 @@ func load(f *os.File, base int64) ([]Entry, error) {
 	if size%EntrySize != 0 {
 		return nil, fmt.Errorf("size %d not a multiple of %d: %w", size, EntrySize, ErrCorrupt)
 	}
-	buf := make([]byte, size)
-	if _, err := f.ReadAt(buf, 0); err != nil && !(errors.Is(err, io.EOF) && size == 0) {
-		return nil, err
+	if size > maxFileSize {
+		return nil, fmt.Errorf("size %d above the %d a segment's markers can need: %w", size, int64(maxFileSize), ErrCorrupt)
 	}
-	entries := make([]Entry, 0, size/EntrySize)
-	for off := 0; off < len(buf); off += EntrySize {
-		e, err := Decode(buf[off:])
-		if err != nil {
-			return nil, fmt.Errorf("entry %d: %w", off/EntrySize, err)
+	// Read and checked a chunk at a time, so that a large file of garbage
+	// (a sparse one, say) is refused at its first bad entry rather than
+	// read whole first. (From review.)
+	var (
+		chunk   [loadChunkEntries * EntrySize]byte
+		entries []Entry
+	)
+	for off := int64(0); off < size; {
+		n := int(min(size-off, int64(len(chunk))))
+		if _, err := f.ReadAt(chunk[:n], off); err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		} else if err != nil {
+			return nil, fmt.Errorf("file shorter than its size %d: %w", size, ErrCorrupt)
 		}
-		if e.LastOffset < base {
-			return nil, fmt.Errorf("entry %d: last offset %d below segment base %d: %w", off/EntrySize, e.LastOffset, base, ErrCorrupt)
+		for i := 0; i < n; i += EntrySize {
+			idx := (off + int64(i)) / EntrySize
+			e, err := Decode(chunk[i:])
+			if err != nil {
+				return nil, fmt.Errorf("entry %d: %w", idx, err)
+			}
+			if e.LastOffset < base {
+				return nil, fmt.Errorf("entry %d: last offset %d below segment base %d: %w", idx, e.LastOffset, base, ErrCorrupt)
+			}
+			if k := len(entries); k > 0 && e.LastOffset <= entries[k-1].LastOffset {
+				return nil, fmt.Errorf("entry %d: last offset %d not above %d: %w", idx, e.LastOffset, entries[k-1].LastOffset, ErrCorrupt)
+			}
+			entries = append(entries, e)
 		}
-		if n := len(entries); n > 0 && e.LastOffset <= entries[n-1].LastOffset {
-			return nil, fmt.Errorf("entry %d: last offset %d not above %d: %w", off/EntrySize, e.LastOffset, entries[n-1].LastOffset, ErrCorrupt)
-		}
-		entries = append(entries, e)
+		off += int64(n)
 	}
 	return entries, nil
 }
+
+const (
+	// loadChunkEntries is how many entries load reads at a time.
+	loadChunkEntries = 1024
+	// maxFileSize bounds an index file: an entry per ABORT marker, and a
+	// marker batch takes at least 61 bytes of a segment of at most 2 GiB
+	// (segment.bytes is an int32 in Kafka).
+	maxFileSize = (math.MaxInt32/61 + 1) * EntrySize
+)
 
 // publish stores s with its capacity clipped only by Entries; keeping the
 // full capacity here lets Append grow in place.
