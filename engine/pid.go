@@ -7,7 +7,6 @@ import (
 	"hash/crc32"
 	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 	"sync"
 
@@ -43,9 +42,11 @@ func (a *pidAllocator) close() {
 
 func openPIDAllocator(dir string) (*pidAllocator, error) {
 	a := &pidAllocator{dir: dir}
-	data, err := os.ReadFile(filepath.Join(dir, pidFile))
+	data, err := fsutil.ReadFileMax(filepath.Join(dir, pidFile), 12)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, fsutil.ErrFileTooLarge):
+		return nil, fmt.Errorf("cannot read producer id watermark: %w: %w", ErrCorruptMetadata, err)
 	case err != nil:
 		return nil, fmt.Errorf("cannot read producer id watermark: %w", err)
 	case len(data) != 12 || crc32.ChecksumIEEE(data[:8]) != binary.BigEndian.Uint32(data[8:]):

@@ -3,6 +3,7 @@ package engine
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -141,9 +142,12 @@ func writeTopicConfig(dir string, cfg map[string]string) error {
 
 // readTopicConfig returns a partition directory's overrides (nil if none).
 func readTopicConfig(dir string) (map[string]string, error) {
-	data, err := os.ReadFile(filepath.Join(dir, topicConfigFile))
+	data, err := fsutil.ReadFileMax(filepath.Join(dir, topicConfigFile), maxMetadataFile)
 	if os.IsNotExist(err) {
 		return nil, nil
+	}
+	if errors.Is(err, fsutil.ErrFileTooLarge) {
+		return nil, fmt.Errorf("cannot read topic config: %w: %w", ErrCorruptMetadata, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot read topic config: %w", err)

@@ -115,9 +115,12 @@ func TopicIDString(id [16]byte) string { return base64.RawURLEncoding.EncodeToSt
 // not a missing id: replacing it could change the topic's id.
 func readPartitionMetadata(dir string) (id [16]byte, ok bool, err error) {
 	path := filepath.Join(dir, partitionMetadataFile)
-	data, err := os.ReadFile(path)
+	data, err := fsutil.ReadFileMax(path, maxMetadataFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return id, false, nil
+	}
+	if errors.Is(err, fsutil.ErrFileTooLarge) {
+		return id, false, fmt.Errorf("cannot read %s: %w: %w", path, ErrCorruptMetadata, err)
 	}
 	if err != nil {
 		return id, false, fmt.Errorf("cannot read %s: %w", path, err)
@@ -369,3 +372,7 @@ func (e *Engine) retirePartitions(gone []*Partition) ([]string, error) {
 	}
 	return renamed, errors.Join(errs...)
 }
+
+// maxMetadataFile bounds partition.metadata and topic.config, read whole
+// at open: what idemlog writes there is a few hundred bytes.
+const maxMetadataFile = 1 << 20

@@ -6,6 +6,7 @@ package fsutil
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 )
@@ -57,4 +58,35 @@ func SyncDir(dir string) error {
 func Exists(path string) bool {
 	_, err := os.Stat(path)
 	return !errors.Is(err, fs.ErrNotExist)
+}
+
+// ErrFileTooLarge: ReadFileMax found a file longer than its bound.
+var ErrFileTooLarge = errors.New("file larger than its format allows")
+
+// ReadFileMax reads a small metadata file whole, refusing (ErrFileTooLarge)
+// one longer than max before reading it: such a file cannot be what was
+// written, and reading it whole could cost any amount of memory.
+func ReadFileMax(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > max {
+		return nil, fmt.Errorf("cannot read %s: %d bytes, at most %d expected: %w", path, st.Size(), max, ErrFileTooLarge)
+	}
+	// One byte more than expected tells a file that grew since the Stat.
+	buf := make([]byte, st.Size()+1)
+	n, err := io.ReadFull(f, buf)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	if int64(n) > max {
+		return nil, fmt.Errorf("cannot read %s: more than %d bytes: %w", path, max, ErrFileTooLarge)
+	}
+	return buf[:n], nil
 }

@@ -1,6 +1,8 @@
 package fsutil
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -29,5 +31,35 @@ func TestWriteFileAtomic(t *testing.T) {
 	}
 	if err := WriteFileAtomic(filepath.Join(dir, "missing", "f"), nil); err == nil {
 		t.Fatal("write into a missing directory succeeded")
+	}
+}
+
+func TestReadFileMax(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	if err := os.WriteFile(path, []byte("12345"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadFileMax(path, 5); err != nil || string(got) != "12345" {
+		t.Fatalf("ReadFileMax(5) = %q, %v", got, err)
+	}
+	if _, err := ReadFileMax(path, 4); !errors.Is(err, ErrFileTooLarge) {
+		t.Fatalf("ReadFileMax(4) of 5 bytes: %v, want ErrFileTooLarge", err)
+	}
+	if _, err := ReadFileMax(filepath.Join(dir, "none"), 5); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("missing file: %v, want fs.ErrNotExist", err)
+	}
+	// A sparse file is refused by its size, not read.
+	big := filepath.Join(dir, "big")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(1 << 40); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := ReadFileMax(big, 4096); !errors.Is(err, ErrFileTooLarge) {
+		t.Fatalf("1 TiB sparse file: %v, want ErrFileTooLarge", err)
 	}
 }
