@@ -37,6 +37,17 @@ type Options struct {
 	TransactionalIDExpiration time.Duration
 	// Now is the clock (producer expiry, retention); nil means time.Now.
 	Now func() time.Time
+	// MaintainInterval is how often the engine itself enforces
+	// transaction timeouts (and completes transactions whose markers
+	// failed), expires producer and transactional ids, and, every
+	// RetentionInterval, applies retention. 0 means 1 s with the real
+	// clock; with a Now of the caller's, 0 means never (who drives the
+	// clock drives these too: Coordinator.AbortTimedOut, ExpireProducers,
+	// Coordinator.ExpireTransactionalIDs, ApplyRetention). Negative: never.
+	MaintainInterval time.Duration
+	// RetentionInterval is Kafka's log.retention.check.interval.ms for the
+	// engine's own maintenance (5 minutes).
+	RetentionInterval time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -48,6 +59,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.TransactionalIDExpiration <= 0 {
 		o.TransactionalIDExpiration = 7 * 24 * time.Hour
+	}
+	if o.MaintainInterval == 0 && o.Now == nil {
+		o.MaintainInterval = time.Second
+	}
+	if o.RetentionInterval <= 0 {
+		o.RetentionInterval = 5 * time.Minute
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -86,6 +103,12 @@ type Engine struct {
 	// closedFlag mirrors closed for partitions, which read it without mu
 	// to tell an engine's Close from their own log's (Partition.gone).
 	closedFlag atomic.Bool
+
+	// stopMaintain ends the maintenance goroutine (maintain), if any;
+	// maintainDone is closed when it has returned.
+	stopMaintain     chan struct{}
+	maintainDone     chan struct{}
+	stopMaintainOnce sync.Once
 
 	// lock holds the data dir's .lock, flocked while the engine is open
 	// (released by Close or Kill, or by the process's end).
@@ -200,7 +223,52 @@ func Open(dir string, opts Options) (*Engine, error) {
 			return nil, fmt.Errorf("cannot recover the transaction coordinator: %w", err)
 		}
 	}
+	if e.opts.MaintainInterval > 0 {
+		e.stopMaintain, e.maintainDone = make(chan struct{}), make(chan struct{})
+		go e.maintain()
+	}
 	return e, nil
+}
+
+// maintain runs the engine's periodic work (Options.MaintainInterval)
+// until Close: without it a transaction whose producer went away would
+// never time out in an embedding program, pinning its partitions' last
+// stable offset, and producer state would never expire. (From review:
+// only the Kafka listener did this.) Failures are retried at the next
+// tick; AbortTimedOut keeps what it could not finish.
+func (e *Engine) maintain() {
+	defer close(e.maintainDone)
+	t := time.NewTicker(e.opts.MaintainInterval)
+	defer t.Stop()
+	lastRetention := time.Now()
+	for {
+		select {
+		case <-e.stopMaintain:
+			return
+		case <-t.C:
+		}
+		// Only a coordinator already in use: maintenance does not create
+		// the transaction state topic.
+		if c := e.coord.Load(); c != nil {
+			_, _ = c.AbortTimedOut()
+			_, _ = c.ExpireTransactionalIDs()
+		}
+		e.ExpireProducers()
+		if time.Since(lastRetention) >= e.opts.RetentionInterval {
+			lastRetention = time.Now()
+			_, _ = e.ApplyRetention()
+		}
+	}
+}
+
+// stopMaintenance ends maintain and waits for it (before Close or Kill
+// take mu: its work takes mu too).
+func (e *Engine) stopMaintenance() {
+	if e.stopMaintain == nil {
+		return
+	}
+	e.stopMaintainOnce.Do(func() { close(e.stopMaintain) })
+	<-e.maintainDone
 }
 
 // parsePartitionName splits a partition directory's name into topic and
@@ -423,6 +491,7 @@ func (e *Engine) ExpireProducers() int {
 
 // Close closes every partition cleanly (snapshots, clean-shutdown markers).
 func (e *Engine) Close() error {
+	e.stopMaintenance()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -446,6 +515,7 @@ func (e *Engine) Close() error {
 // Kill stops every partition as a crash would (see partition.Log.Kill): for
 // crash tests that reopen the data directory in the same process.
 func (e *Engine) Kill() {
+	e.stopMaintenance()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	wasClosed := e.closed
