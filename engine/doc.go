@@ -59,6 +59,15 @@
 //     of an older batch gets OUT_OF_ORDER_SEQUENCE_NUMBER. A producer keeping
 //     at most 5 batches in flight per partition (Producer does) only ever
 //     retries batches that are still recognised.
+//   - The engine runs its own maintenance (Options.MaintainInterval, 1 s):
+//     transactions past their timeout are aborted and their producers
+//     fenced, producer and transactional ids expire, retention is applied
+//     every RetentionInterval. With a clock of the caller's (Options.Now)
+//     it is off unless asked for: who drives the clock calls
+//     Coordinator.AbortTimedOut, ExpireProducers and ApplyRetention.
+//   - A TransactionalProducer whose Send or SendOffsets failed must Abort
+//     before it can Commit (Kafka's abortable state); once fenced, every
+//     call fails with ErrProducerFenced.
 //   - Producer state expires after ProducerIDExpiration of inactivity,
 //     measured by the producer's own batch timestamps; a producer that
 //     returns later is unknown and any sequence is accepted again.
