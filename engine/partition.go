@@ -589,3 +589,10 @@ func (p *Partition) producerEpoch(pid int64) (int16, error) {
 	}
 	return epoch, nil
 }
+
+// Read is Log.Read with a deleted or closed partition's error mapped as
+// ReadCommitted maps it.
+func (p *Partition) Read(offset int64, maxBytes int) (partition.Chunk, error) {
+	c, err := p.log.Read(offset, maxBytes)
+	return c, p.gone(err)
+}

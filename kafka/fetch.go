@@ -60,7 +60,7 @@ func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) pending {
 		}
 	}
 	var resp *kmsg.FetchResponse
-	if r.Version >= 7 && r.SessionID != 0 && r.SessionEpoch > 0 {
+	if r.Version >= 7 && r.SessionEpoch != 0 && r.SessionEpoch != -1 {
 		resp = r.ResponseKind().(*kmsg.FetchResponse)
 		resp.ErrorCode = s.code(kmsg.Fetch, errFetchSessionNotFound)
 		return pending{resp: resp}
@@ -76,10 +76,10 @@ func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) pending {
 		}
 		cases = chans
 		var bytes int
-		var anyErr bool
-		resp, bytes, anyErr = s.readFetch(r, f)
+		var anyErr, more bool
+		resp, bytes, anyErr, more = s.readFetch(r, f)
 		now := time.Now()
-		if bytes >= int(r.MinBytes) || anyErr || !now.Before(deadline) || len(waitOn) == 0 || ctx.Err() != nil {
+		if bytes >= int(r.MinBytes) || anyErr || more || !now.Before(deadline) || len(waitOn) == 0 || ctx.Err() != nil {
 			break
 		}
 		f.release()
@@ -104,7 +104,7 @@ func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) pending {
 const fetchMaxBytes = 57671680
 
 // readFetch builds one fetch response from the partitions' current state.
-func (s *Server) readFetch(r *kmsg.FetchRequest, f *fetchState) (*kmsg.FetchResponse, int, bool) {
+func (s *Server) readFetch(r *kmsg.FetchRequest, f *fetchState) (*kmsg.FetchResponse, int, bool, bool) {
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
 	// The response's limit is the request's (from v3) and the broker's
 	// fetch.max.bytes, whichever is smaller; a limit of 0 or less still
@@ -114,7 +114,7 @@ func (s *Server) readFetch(r *kmsg.FetchRequest, f *fetchState) (*kmsg.FetchResp
 	if r.Version >= 3 {
 		budget = max(0, min(budget, int(r.MaxBytes)))
 	}
-	total, anyErr, first := 0, false, true
+	total, anyErr, more, first := 0, false, false, true
 	for ti, rt := range r.Topics {
 		t := kmsg.NewFetchResponseTopic()
 		t.Topic = rt.Topic
@@ -135,6 +135,15 @@ func (s *Server) readFetch(r *kmsg.FetchRequest, f *fetchState) (*kmsg.FetchResp
 			out.HighWatermark = l.HighWatermark()
 			out.LastStableOffset = p.LastStableOffset()
 			out.LogStartOffset = l.LogStartOffset()
+			// The single node's leader epoch is 0 (Metadata says so): a
+			// client that knows a later one is ahead of this log, which
+			// Kafka answers UNKNOWN_LEADER_EPOCH. -1 is no epoch. (From
+			// review.)
+			if rp.CurrentLeaderEpoch > 0 {
+				out.ErrorCode = s.code(kmsg.Fetch, errLeaderEpochAhead)
+				anyErr = true
+				continue
+			}
 			limit := min(int(rp.PartitionMaxBytes), budget)
 			if limit <= 0 && !first {
 				continue
@@ -149,7 +158,18 @@ func (s *Server) readFetch(r *kmsg.FetchRequest, f *fetchState) (*kmsg.FetchResp
 					out.AbortedTransactions = append(out.AbortedTransactions, at)
 				}
 			} else {
-				c, err = l.Read(rp.FetchOffset, max(limit, 1))
+				c, err = p.Read(rp.FetchOffset, max(limit, 1))
+			}
+			bound := out.HighWatermark
+			if r.IsolationLevel == 1 {
+				bound = out.LastStableOffset
+			}
+			if err == nil && c.NextOffset < bound {
+				// The read stopped short of what is there (a segment's
+				// end): answer now, as Kafka's DelayedFetch does for a
+				// fetch on an older segment; nothing would wake a wait.
+				// (From review: it waited the whole MaxWait.)
+				more = true
 			}
 			if err != nil {
 				out.ErrorCode = s.code(kmsg.Fetch, err)
@@ -173,7 +193,7 @@ func (s *Server) readFetch(r *kmsg.FetchRequest, f *fetchState) (*kmsg.FetchResp
 		resp.Topics = append(resp.Topics, t)
 	}
 	s.m.bytesFetched.Add(float64(total))
-	return resp, total, anyErr
+	return resp, total, anyErr, more
 }
 
 // listOffsets answers the earliest (-2) and latest (-1) offsets, the
@@ -189,6 +209,9 @@ func (s *Server) listOffsets(r *kmsg.ListOffsetsRequest) kmsg.Response {
 			out.Partition = rp.Partition
 			out.Timestamp, out.Offset, out.LeaderEpoch = -1, -1, 0
 			p, err := s.eng.Partition(rt.Topic, int(rp.Partition))
+			if err == nil && rp.CurrentLeaderEpoch > 0 {
+				err = errLeaderEpochAhead
+			}
 			if err == nil {
 				switch ts := rp.Timestamp; {
 				case ts == -2:
@@ -233,7 +256,7 @@ func offsetForTime(p *engine.Partition, ts int64, readCommitted bool) (int64, in
 	var d batch.Decoder
 	var r batch.Record
 	for off = max(off, start); off < limit; {
-		c, err := l.Read(off, 1<<20)
+		c, err := p.Read(off, 1<<20) // a deleted partition's error as Kafka's (gone)
 		if err != nil {
 			return -1, -1, err
 		}
@@ -280,3 +303,7 @@ func offsetForTime(p *engine.Partition, ts int64, readCommitted bool) (int64, in
 	}
 	return -1, -1, nil
 }
+
+// errLeaderEpochAhead: a Fetch or ListOffsets with a current leader epoch
+// above this single node's 0.
+var errLeaderEpochAhead = newCodeErr(kerr.UnknownLeaderEpoch.Code, "current leader epoch ahead of the log's (0)")
