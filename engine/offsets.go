@@ -9,7 +9,6 @@ import (
 	"math"
 	"slices"
 	"sync"
-	"unicode/utf16"
 
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/errcode"
@@ -79,19 +78,15 @@ type OffsetAndMetadata struct {
 	Metadata string
 }
 
-// javaStringHashCode is Java's String.hashCode: s[0]*31^(n-1) + ... +
-// s[n-1] over the UTF-16 code units, in int32 arithmetic.
+// javaStringHashCode is Java's String.hashCode of the string Kafka makes
+// of the group id's bytes (new String(bytes, UTF_8)): s[0]*31^(n-1) + ...
+// + s[n-1] over the UTF-16 code units, in int32 arithmetic. Ill-formed
+// UTF-8 is decoded as the JDK does (javaUTF16Units), not as Go's range
+// does (one U+FFFD per bad byte): a group id a Go client sends with a
+// truncated sequence must hash as Kafka hashes it. (From review.)
 func javaStringHashCode(s string) int32 {
 	var h int32
-	for _, r := range s {
-		if r >= 0x10000 {
-			hi, lo := utf16.EncodeRune(r)
-			h = 31*h + int32(hi)
-			h = 31*h + int32(lo)
-			continue
-		}
-		h = 31*h + int32(r)
-	}
+	javaUTF16Units(s, func(u uint16) { h = 31*h + int32(u) })
 	return h
 }
 
@@ -155,6 +150,20 @@ type offsetsPartition struct {
 	// before it but registered after it ran.
 	inflight int
 	markers  map[int64][]markerSeen
+	// While a deletion's tombstones are between their write and their
+	// application (deleting), what markers make current is kept in
+	// installed: in log order those markers come after the tombstones,
+	// so what they installed must survive the deletion. (From review: a
+	// COMMIT in that window was lost live and came back at a restart.)
+	deleting  bool
+	installed []installedOffset
+}
+
+// installedOffset is an offset a marker made current during a deletion.
+type installedOffset struct {
+	group string
+	tp    TopicPartition
+	v     offsetValue
 }
 
 // earlyMarker is a marker the hook saw before the store was ready.
@@ -370,6 +379,9 @@ func (op *offsetsPartition) applyMarker(pid int64, commit bool, offset int64) {
 		for tp, v := range tps {
 			v.installedAt = offset
 			op.commit(group, tp, v)
+			if op.deleting {
+				op.installed = append(op.installed, installedOffset{group, tp, v})
+			}
 		}
 	}
 }
@@ -669,10 +681,17 @@ func (op *offsetsPartition) tombstone(e *Engine, group string, match func(TopicP
 			tps = append(tps, tp)
 		}
 	}
+	// Deletions of a partition run one at a time (appendMu): one flag.
+	op.deleting = len(tps) > 0
 	op.mu.Unlock()
 	if len(tps) == 0 {
 		return false, nil
 	}
+	defer func() {
+		op.mu.Lock()
+		op.deleting, op.installed = false, nil
+		op.mu.Unlock()
+	}()
 	sortTPs(tps)
 	ts := e.opts.Now().UnixMilli()
 	bld := batch.NewBuilder(batch.CodecNone)
@@ -695,13 +714,22 @@ func (op *offsetsPartition) tombstone(e *Engine, group string, match func(TopicP
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	g := op.committed[group]
+	at := make(map[TopicPartition]int64, len(tps)) // each tombstone's offset
 	for i, tp := range tps {
-		if v, ok := g[tp]; ok && v.installedAt < res.BaseOffset+int64(i) {
+		at[tp] = res.BaseOffset + int64(i)
+		if v, ok := g[tp]; ok && v.installedAt < at[tp] {
 			delete(g, tp)
 		}
 	}
 	if len(g) == 0 {
 		delete(op.committed, group)
+	}
+	// A marker after a tombstone in the log installs its offsets after the
+	// deletion, as the replay will.
+	for _, in := range op.installed {
+		if t, ok := at[in.tp]; ok && in.group == group && in.v.installedAt > t {
+			op.commit(in.group, in.tp, in.v)
+		}
 	}
 	return true, nil
 }
