@@ -188,7 +188,12 @@ type Log struct {
 	// visKick wakes the visibility syncer (durableOnly logs only): an
 	// append was committed that only a sync makes visible.
 	visKick chan struct{}
-	bg      sync.WaitGroup // the maintainer
+
+	// activeCreated is when the active segment became active (ms, by
+	// Options.Now; under mu): its age for segment.ms when its first batch
+	// carried no timestamp.
+	activeCreated int64
+	bg            sync.WaitGroup // the maintainer
 }
 
 // AppendResult is where an appended batch landed.
@@ -465,7 +470,14 @@ func (l *Log) maybeRoll(v batch.Batch, base, last int64) error {
 	if seg.Size() == 0 {
 		return nil
 	}
-	old := seg.FirstTimestamp() >= 0 && v.MaxTimestamp()-seg.FirstTimestamp() > l.opts.RollAge.Milliseconds()
+	// Kafka's timeWaitedForRoll: from the first batch's timestamp to this
+	// one's, or, when the first batch had none, from the segment's
+	// creation to now. (From review: such a segment never rolled by age.)
+	waited := v.MaxTimestamp() - seg.FirstTimestamp()
+	if seg.FirstTimestamp() < 0 {
+		waited = l.opts.Now().UnixMilli() - l.activeCreated
+	}
+	old := waited > l.opts.RollAge.Milliseconds()
 	if !old && seg.Fits(len(v), last) {
 		return nil
 	}
@@ -497,6 +509,7 @@ func (l *Log) roll(base int64) error {
 	if err != nil {
 		return fmt.Errorf("cannot roll to offset %d: %w", base, err)
 	}
+	l.activeCreated = l.opts.Now().UnixMilli()
 	old := l.active
 	old.SetStaging(false)
 	next.SetStaging(l.stagers > 0)

@@ -313,6 +313,12 @@ func TestRetention(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A batch that will not have expired keeps the active segment (an
+	// expired active segment is rolled and deleted too: see
+	// TestReview11RetentionExpiredActiveSegment).
+	if _, err := l.Append(makeBatch(t, 30, 1, 200, now.Add(2*time.Hour).UnixMilli())); err != nil {
+		t.Fatal(err)
+	}
 	nsegs := len(*l.segs.Load())
 	// A reader holds the first segment across its deletion.
 	held, err := l.Read(0, 1)
@@ -474,6 +480,11 @@ func TestRetentionCrashBeforeDelete(t *testing.T) {
 	opts.RetentionAge = time.Hour
 	dir := t.TempDir()
 	l := openWith30(t, dir, opts, now.UnixMilli())
+	// Keeps the active segment from expiring (it would be rolled and
+	// deleted, leaving nothing to read at the log start).
+	if _, err := l.Append(makeBatch(t, 30, 1, 200, now.Add(2*time.Hour).UnixMilli())); err != nil {
+		t.Fatal(err)
+	}
 	l.waitIdle()
 	l.maint.drop.Store(true) // the maintainer does nothing from here: a crash
 	now = now.Add(2 * time.Hour)

@@ -189,6 +189,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	l.segs.Store(&segs)
 	l.active = segs[len(segs)-1]
 	l.activeRef.Store(l.active)
+	l.activeCreated = opts.Now().UnixMilli()
 	l.leo = l.active.NextOffset()
 	l.written.Store(l.leo)
 	l.logStart.Store(max(logStart, segs[0].Base()))

@@ -2,14 +2,19 @@ package partition
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/idemlog/idemlog/segment"
 )
 
 // Retention deletes whole segments from the start of the log, as Kafka's
 // delete policy does: a segment goes when its newest batch is older than
 // RetentionAge, or while the log without it is still larger than
-// RetentionBytes. The active segment is never deleted (so the high
-// watermark is never below what remains), and the log start offset moves to
-// the first remaining segment's base.
+// RetentionBytes, or when it lies wholly below the log start. An active
+// segment whose every batch is past RetentionAge is rolled first and then
+// deleted, as Kafka does; otherwise the active segment stays. The log start
+// offset moves to the first remaining segment's base.
 //
 // Only the list changes under the writer's mutex. The new log start's
 // checkpoint is written after it is released (two fsyncs: several ms behind
@@ -39,6 +44,22 @@ func (l *Log) ApplyRetention() (deleted int, err error) {
 	}
 	nowMs := l.opts.Now().UnixMilli()
 	hw := l.hw.Load()
+	start := l.logStart.Load()
+	expired := func(s *segRef) bool {
+		if l.opts.RetentionAge <= 0 {
+			return false
+		}
+		ts, _ := s.MaxTimestamp()
+		if ts < 0 && s.Published() > 0 {
+			// No batch carried a timestamp: Kafka's largestTimestamp then
+			// is the file's modification time. (From review: such
+			// segments never expired.)
+			if fi, err := os.Stat(filepath.Join(l.dir, segment.FileName(s.Base(), ".log"))); err == nil {
+				ts = fi.ModTime().UnixMilli()
+			}
+		}
+		return ts >= 0 && nowMs-ts > l.opts.RetentionAge.Milliseconds()
+	}
 	n := 0
 	for ; n < len(segs)-1; n++ {
 		s := segs[n]
@@ -46,13 +67,27 @@ func (l *Log) ApplyRetention() (deleted int, err error) {
 		if segs[n+1].Base() > hw {
 			break
 		}
-		ts, _ := s.MaxTimestamp()
-		byAge := l.opts.RetentionAge > 0 && ts >= 0 && nowMs-ts > l.opts.RetentionAge.Milliseconds()
+		// Wholly below the log start (DeleteRecordsBefore moved it past
+		// the segment when it was still the active one): Kafka's
+		// deleteLogStartOffsetBreachedSegments, whatever the retention
+		// settings. (From review: kept until the next Open.)
+		byStart := segs[n+1].Base() <= start
 		bySize := l.opts.RetentionBytes > 0 && total-s.Published() >= l.opts.RetentionBytes
-		if !byAge && !bySize {
+		if !byStart && !bySize && !expired(s) {
 			break
 		}
 		total -= s.Published()
+	}
+	if act := segs[len(segs)-1]; n == len(segs)-1 && act.Published() > 0 && hw >= l.leo && expired(act) {
+		// Every batch of the active segment is past retention: as Kafka
+		// does, roll it and delete it, or an idle topic keeps expired
+		// data for good (only an append rolls by age). The log start
+		// moves to the log end. A roll that fails (a full disk) leaves
+		// the segment for the next pass. (From review.)
+		if err := l.roll(l.leo); err == nil {
+			segs = *l.segs.Load()
+			n++
+		}
 	}
 	if n == 0 {
 		l.mu.Unlock()
