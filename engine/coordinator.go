@@ -241,6 +241,13 @@ func (c *Coordinator) load() error {
 				ch.Release()
 				return fmt.Errorf("cannot load transaction state: %w", err)
 			}
+			if batch.Batch(data[:n]).IsControl() {
+				// Not a state record. Only a client could have put a
+				// marker here, which the listener now refuses; one a past
+				// version let in must not keep the engine from opening.
+				data = data[n:]
+				continue
+			}
 			it, err := d.Records(batch.Batch(data[:n]))
 			if err != nil {
 				ch.Release()

@@ -61,13 +61,17 @@ func (c *Coordinator) Verify(id string, pid int64, epoch int16, tp TopicPartitio
 // that is, whether a transactional append of pid continues a transaction
 // the coordinator already verified. It never waits: an entry another
 // append holds right now reads as "not open", which only costs the caller
-// a Coordinator.Verify.
-func (p *Partition) TxnOpen(pid int64) bool {
+// a Coordinator.Verify. Only a transaction at epoch counts, as Kafka's
+// hasOngoingTransaction(producerId, producerEpoch): a batch at another
+// epoch is verified, so one at a made-up higher epoch cannot move the
+// partition's producer past the coordinator's, whose marker would then be
+// refused and the transaction stuck in PrepareCommit. (From review.)
+func (p *Partition) TxnOpen(pid int64, epoch int16) bool {
 	ent, ok := p.producers.TryAcquire(pid)
 	if !ok {
 		return false
 	}
-	open := ent.State().TxnFirstOffset() >= 0
+	open := ent.State().TxnFirstOffset() >= 0 && ent.State().Epoch() == epoch
 	p.producers.Release(ent)
 	return open
 }

@@ -480,7 +480,7 @@ func (c *Coordinator) TxnCommitOffsets(id, group string, pid int64, epoch int16,
 		return err
 	}
 	var ver Verification
-	if !p.TxnOpen(pid) {
+	if !p.TxnOpen(pid, epoch) {
 		ver = p.BeginVerification(pid)
 		if err := c.Verify(id, pid, epoch, ref); err != nil {
 			return fmt.Errorf("cannot commit offsets of group %q: %w", group, err)

@@ -155,7 +155,7 @@ func TestReviewVerifyThenAbortThenAppendHangs(t *testing.T) {
 	}
 	b := reviewBatch(t, pid, epoch, 0, 1, time.Now().UnixMilli(), true)
 	// Produce handler, step 1: not open in the partition -> verify.
-	if p.TxnOpen(pid) {
+	if p.TxnOpen(pid, epoch) {
 		t.Fatal("open before any data")
 	}
 	ver := p.BeginVerification(pid)
@@ -189,7 +189,7 @@ func TestReviewVerifyThenAbortThenAppendHangs(t *testing.T) {
 	if _, _, err := p.AppendNoWaitVerified(b, ver); err != nil {
 		t.Fatalf("verified append: %v", err)
 	}
-	if !p.TxnOpen(pid) {
+	if !p.TxnOpen(pid, epoch) {
 		t.Fatal("no transaction open after the verified append")
 	}
 	b2 := reviewBatch(t, pid, epoch, 1, 1, time.Now().UnixMilli(), true)

@@ -70,7 +70,7 @@ func (s *Server) produce(r *kmsg.ProduceRequest) pending {
 			var ver engine.Verification
 			if b := batch.Batch(rp.Records); err == nil && txnPID >= 0 && len(b) >= batch.HeaderSize && b.IsTransactional() {
 				verified = true
-				if !p.TxnOpen(txnPID) {
+				if !p.TxnOpen(txnPID, b.ProducerEpoch()) {
 					ver = p.BeginVerification(txnPID)
 					err = s.coord.Verify(*r.TransactionID, txnPID, b.ProducerEpoch(),
 						engine.TopicPartitionRef{Topic: rt.Topic, Partition: rp.Partition})

@@ -361,6 +361,7 @@ func (s *Server) serveConn(nc net.Conn) {
 		h, req, err := parseRequest(frame)
 		if err != nil {
 			if errors.Is(err, ErrUnsupportedVersion) && h.key == kmsg.ApiVersions.Int16() {
+				s.m.observe(h.key, 0) // counted as a request, as its error is
 				pendingResponses.Add(1)
 				out <- pending{correlation: h.correlation, resp: s.apiVersionsFallback()}
 				continue
@@ -482,7 +483,13 @@ func awaitRequest(nc net.Conn, r *bufio.Reader, idle time.Duration, unanswered *
 			return err
 		}
 		_, err := r.Peek(1)
-		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) || unanswered.Load() == 0 {
+		if err == nil {
+			// The request has begun: its frame gets a whole idle period
+			// from here, not what was left of the wait for it. (From
+			// review: a frame arriving in two parts was cut off.)
+			return nc.SetReadDeadline(time.Now().Add(idle))
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) || unanswered.Load() == 0 {
 			return err
 		}
 	}

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"errors"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"math"
 	"time"
 
@@ -11,6 +12,9 @@ import (
 )
 
 func newCodeErr(code int16, msg string) error { return errcode.New(code, msg) }
+
+// errInternalTopicTxn: AddPartitionsToTxn of an internal topic's partition.
+var errInternalTopicTxn = newCodeErr(kerr.TopicAuthorizationFailed.Code, "internal topics cannot join a client's transaction")
 
 // fencedCode is a coordinator error's code for a request version: clients
 // older than PRODUCER_FENCED (InitProducerId < v4; AddPartitions,
@@ -32,6 +36,11 @@ func (s *Server) initProducerID(r *kmsg.InitProducerIDRequest) kmsg.Response {
 	var epoch int16
 	var err error
 	switch {
+	case r.Version >= 3 && (r.ProducerID == -1) != (r.ProducerEpoch == -1):
+		// Half of KIP-360's expected pair: Kafka answers INVALID_REQUEST.
+		// (From review: (pid, -1) was taken as a retry and handed out the
+		// live producer's epoch without fencing anything.)
+		err = ErrInvalidTxnRequest
 	case r.TransactionalID == nil:
 		pid, epoch, err = s.eng.InitProducerID()
 	case *r.TransactionalID == "":
@@ -63,13 +72,23 @@ func (s *Server) addPartitionsToTxn(r *kmsg.AddPartitionsToTxnRequest) kmsg.Resp
 		for _, p := range rt.Partitions {
 			ref := engine.TopicPartitionRef{Topic: rt.Topic, Partition: p}
 			refs = append(refs, ref)
-			if _, err := s.eng.Partition(rt.Topic, int(p)); err != nil {
+			if isInternal(rt.Topic) {
+				// A client may not write the internal topics, nor put them
+				// in a transaction: a COMMIT marker in
+				// __transaction_state failed its next load, and the
+				// engine's Open. (Kafka: TOPIC_AUTHORIZATION_FAILED; from
+				// review.) AddOffsetsToTxn adds the offsets partition.
+				unknown[ref] = errInternalTopicTxn
+			} else if _, err := s.eng.Partition(rt.Topic, int(p)); err != nil {
 				unknown[ref] = err
 			}
 		}
 	}
 	var err error
-	if len(unknown) == 0 {
+	switch {
+	case r.TransactionalID == "":
+		err = ErrInvalidTxnRequest // Kafka checks it first (from review)
+	case len(unknown) == 0:
 		err = s.coord.AddPartitions(r.TransactionalID, r.ProducerID, r.ProducerEpoch, refs, false)
 	}
 	for _, rt := range r.Topics {
@@ -98,6 +117,10 @@ func (s *Server) addPartitionsToTxn(r *kmsg.AddPartitionsToTxnRequest) kmsg.Resp
 // transaction, so the commit's markers reach its pending offsets.
 func (s *Server) addOffsetsToTxn(r *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+	if r.TransactionalID == "" {
+		resp.ErrorCode = s.code(kmsg.AddOffsetsToTxn, ErrInvalidTxnRequest)
+		return resp
+	}
 	ref, err := s.eng.OffsetsPartition(r.Group)
 	if err == nil {
 		err = s.coord.AddPartitions(r.TransactionalID, r.ProducerID, r.ProducerEpoch, []engine.TopicPartitionRef{ref}, false)
@@ -112,6 +135,10 @@ func (s *Server) addOffsetsToTxn(r *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
 // wake at the markers' appends, as the last stable offset moves.
 func (s *Server) endTxn(r *kmsg.EndTxnRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+	if r.TransactionalID == "" {
+		resp.ErrorCode = s.code(kmsg.EndTxn, ErrInvalidTxnRequest)
+		return resp
+	}
 	_, _, err := s.coord.EndTxn(r.TransactionalID, r.ProducerID, r.ProducerEpoch, r.Commit)
 	resp.ErrorCode = s.fencedCode(kmsg.EndTxn, r.Version, 2, err)
 	return resp
