@@ -423,6 +423,14 @@ func (s *Server) writeResponses(nc net.Conn, in <-chan pending, unanswered *atom
 	var enc []byte
 	failed := false
 	for p := range in {
+		if p.finish != nil && w.Buffered() > 0 && !failed {
+			// This response may wait (a produce's sync): what is written
+			// before it goes out now, not after that wait. (From review.)
+			if err := w.Flush(); err != nil {
+				failed = true
+				nc.Close()
+			}
+		}
 		if !s.writeResponse(w, &enc, p, failed, log) {
 			if !failed {
 				nc.Close() // the reader must not wait for more requests
