@@ -41,8 +41,9 @@
 //
 // # Preallocation and trimming
 //
-// A writable index is preallocated to its maximum size (segment.index.bytes,
-// default 10 MiB) with mmap.Fallocate before it is mapped: stores through a
+// A writable index is preallocated (by its segment: room for an entry per
+// index.interval.bytes of the segment's capacity, at most
+// segment.index.bytes) with mmap.Fallocate before it is mapped: stores through a
 // shared mapping into unallocated blocks raise SIGBUS when the disk is
 // full, whereas a failed fallocate is an ordinary error at open. On roll
 // and on clean close the segment calls Trim, which cuts the file to the
