@@ -4,8 +4,10 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -98,7 +100,7 @@ func runBaseline(ctx context.Context, dir string, c Config, p parsed, res *Resul
 	}
 	var trunc bool
 	var err error
-	bl.WriteBytes, bl.WriteBytesPerSec, trunc, err = baselineWrite(ctx, dir, bl.ChunkBytes, reach(limit), 0, limit, false)
+	bl.WriteBytes, bl.WriteBytesPerSec, trunc, err = baselineWrite(ctx, dir, ".bench-baseline", bl.ChunkBytes, reach(limit), 0, limit, false)
 	if err != nil {
 		return err
 	}
@@ -108,13 +110,14 @@ func runBaseline(ctx context.Context, dir string, c Config, p parsed, res *Resul
 	if bl.ComparedWith != "write_fdatasync" {
 		limit = min(limit, informativeMax)
 	}
-	bl.WriteFdatasyncBytes, bl.WriteFdatasyncBytesPerSec, trunc, err = baselineWrite(ctx, dir, bl.ChunkBytes, reach(limit), bl.SyncGroup, limit, true)
+	bl.SyncWriters = max(1, min(c.Partitions, c.Producers))
+	bl.WriteFdatasyncBytes, bl.WriteFdatasyncBytesPerSec, trunc, err = baselineWriters(ctx, dir, bl.ChunkBytes, reach(limit), bl.SyncGroup, limit, true, bl.SyncWriters)
 	if err != nil {
 		return err
 	}
 	bl.Truncated = bl.Truncated || trunc && bl.ComparedWith == "write_fdatasync"
 	if bl.ComparedWith == "write_fdatasync" {
-		bl.WriteFdatasyncUnwrittenBytes, bl.WriteFdatasyncUnwrittenBytesPerSec, _, err = baselineWrite(ctx, dir, bl.ChunkBytes, reach(informativeMax), bl.SyncGroup, informativeMax, false)
+		bl.WriteFdatasyncUnwrittenBytes, bl.WriteFdatasyncUnwrittenBytesPerSec, _, err = baselineWriters(ctx, dir, bl.ChunkBytes, reach(informativeMax), bl.SyncGroup, informativeMax, false, bl.SyncWriters)
 		if err != nil {
 			return err
 		}
@@ -130,6 +133,48 @@ func runBaseline(ctx context.Context, dir string, c Config, p parsed, res *Resul
 	return nil
 }
 
+// baselineWriters is baselineWrite over writers files at once, each with
+// its share of total: the bytes written and their rate over the slowest
+// writer's time.
+func baselineWriters(ctx context.Context, dir string, chunk, total, group int64, limit time.Duration, zeroed bool, writers int) (int64, float64, bool, error) {
+	if writers <= 1 {
+		return baselineWrite(ctx, dir, ".bench-baseline", chunk, total, group, limit, zeroed)
+	}
+	type result struct {
+		n         int64
+		secs      float64
+		truncated bool
+		err       error
+	}
+	out := make([]result, writers)
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Go(func() {
+			n, rate, trunc, err := baselineWrite(ctx, dir, fmt.Sprintf(".bench-baseline-%d", i), chunk, max(chunk, total/int64(writers)), group, limit, zeroed)
+			out[i] = result{n: n, truncated: trunc, err: err}
+			if rate > 0 {
+				out[i].secs = float64(n) / rate
+			}
+		})
+	}
+	wg.Wait()
+	var n int64
+	var secs float64
+	truncated := false
+	for _, r := range out {
+		if r.err != nil {
+			return 0, 0, false, r.err
+		}
+		n += r.n
+		secs = max(secs, r.secs)
+		truncated = truncated || r.truncated
+	}
+	if secs == 0 {
+		return n, 0, truncated, nil
+	}
+	return n, float64(n) / secs, truncated, nil
+}
+
 // baselineWrite writes total bytes sequentially with write(2)-family calls
 // (pwrite), in chunks of chunk bytes, into a file preallocated with
 // fallocate, with an fdatasync after every group chunks and at the end
@@ -137,8 +182,8 @@ func runBaseline(ctx context.Context, dir string, c Config, p parsed, res *Resul
 // group > 0, over blocks zero-filled first, off the clock. It stops early
 // (truncated) after limit or when ctx is done, and returns the bytes
 // written and bytes per second.
-func baselineWrite(ctx context.Context, dir string, chunk, total, group int64, limit time.Duration, zeroed bool) (int64, float64, bool, error) {
-	f, err := os.Create(filepath.Join(dir, ".bench-baseline"))
+func baselineWrite(ctx context.Context, dir, name string, chunk, total, group int64, limit time.Duration, zeroed bool) (int64, float64, bool, error) {
+	f, err := os.Create(filepath.Join(dir, name))
 	if err != nil {
 		return 0, 0, false, err
 	}

@@ -117,6 +117,11 @@ type Baseline struct {
 	// ("producers") when the run made no syncs to observe.
 	SyncGroup       int64  `json:"sync_group"`
 	SyncGroupSource string `json:"sync_group_source"`
+	// SyncWriters is how many files the write+fdatasync figures write and
+	// sync at once, each its share of the bytes: one per partition the
+	// run wrote, as each partition syncs its own file. (From review: one
+	// serial writer made several partitions look faster than the machine.)
+	SyncWriters int `json:"sync_writers"`
 	// ComparedWith names the figure ratio_to_baseline divides by:
 	// "write" (fsync never, interval, bytes) or "write_fdatasync" (always).
 	ComparedWith string `json:"compared_with"`

@@ -37,11 +37,12 @@ an existing one is reopened (recovered if it was not closed cleanly) and
 appended to.
 
 After the run, with the engine closed, the machine's own speed is measured
-on the same directory and the same number of bytes (at most 1 GiB), in
-chunks of the run's average batch size: write(2) into a file preallocated
-with fallocate, and write(2) with an fdatasync every G chunks, G being the
-batches per sync observed in the run (the number of producers when there
-were no syncs to observe). The ratio compares the run's log bytes per
+on the same directory and the same number of bytes (each measurement
+stopping at --baseline-max), in chunks of the run's average batch size:
+write(2) into a file preallocated with fallocate, and write(2) with an
+fdatasync every G chunks, G being the batches per sync observed in the run
+(the number of producers when there were no syncs to observe), into one
+file per partition written, all at once, as each partition syncs its own. The ratio compares the run's log bytes per
 second with write(2) for --fsync never, interval and bytes, and with
 write+fdatasync for always.
 `
