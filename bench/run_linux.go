@@ -693,16 +693,19 @@ func (s *sampler) loop() {
 			// The counters are read now, whenever the tick was.
 			s.sample(time.Now(), true)
 		case end := <-s.stop:
-			// The last slice is taken however short it is when it holds
-			// records: the timeline must add up to the run's records.
-			// (From review: under 10 ms it was dropped.)
+			// The timeline must add up to the run's records and end where
+			// the run does. (From review: a last slice under 10 ms was
+			// dropped, and ticks after the end overran it.)
+			s.foldAfter(end)
 			switch {
+			case !end.After(s.last):
 			case end.Sub(s.last) >= 10*time.Millisecond || len(s.samples) == 0 || s.unsampled():
+				// The last slice is taken however short it is when it
+				// holds records.
 				s.sample(end, false)
-			case !end.Equal(s.last):
-				// A short slice with nothing in it, or a tick that came
-				// after the end (nothing was acknowledged after it): the
-				// last sample is retimed to end where the run does.
+			default:
+				// A short slice with nothing in it: the last sample is
+				// stretched to the end.
 				s.retimeLast(end)
 			}
 			if s.terminal {
@@ -721,6 +724,39 @@ func (s *sampler) unsampled() bool {
 		records += pr.records.Load()
 	}
 	return records != s.records
+}
+
+// foldAfter folds the samples taken after end (ticks between the last
+// acknowledgement and finish) into one slice ending at end: they hold only
+// records acknowledged before it.
+func (s *sampler) foldAfter(end time.Time) {
+	endT := end.Sub(s.start).Seconds()
+	k := len(s.samples)
+	for k > 0 && s.samples[k-1].T > endT {
+		k--
+	}
+	if k == len(s.samples) {
+		return
+	}
+	m := s.samples[k]
+	from := m.T - m.Seconds
+	payload, read := m.PayloadBytesPerSec*m.Seconds, m.ReadRecordsPerSec*m.Seconds
+	for _, x := range s.samples[k+1:] {
+		m.Records += x.Records
+		payload += x.PayloadBytesPerSec * x.Seconds
+		read += x.ReadRecordsPerSec * x.Seconds
+		m.P99Us, m.MaxUs = max(m.P99Us, x.P99Us), max(m.MaxUs, x.MaxUs)
+	}
+	m.T, m.Seconds = endT, endT-from
+	s.samples = s.samples[:k]
+	if m.Seconds > 0 {
+		m.RecordsPerSec = float64(m.Records) / m.Seconds
+		m.PayloadBytesPerSec, m.ReadRecordsPerSec = payload/m.Seconds, read/m.Seconds
+		s.samples = append(s.samples, m)
+	} else if k > 0 {
+		s.samples[k-1].Records += m.Records // a slice of no time: its records go to the one before
+	}
+	s.last = end
 }
 
 // retimeLast makes the last sample end at end, its rates over the
