@@ -179,9 +179,15 @@ func (s *Server) Serve(ln net.Listener) error {
 		return net.ErrClosed
 	}
 	if s.host == "" {
+		// No advertised host: the listener's. An advertised port given
+		// with it (":19999") is kept. (From review: it was replaced.)
+		port := s.port
 		if err := s.setAdvertised(ln.Addr().String()); err != nil {
 			s.mu.Unlock()
 			return err
+		}
+		if port > 0 {
+			s.port = port
 		}
 	}
 	s.listeners[ln] = struct{}{}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -71,6 +72,18 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		err = level.UnmarshalText([]byte(*logLevel))
 	}
+	// Checked here, before anything is opened: a mistake is a usage error
+	// and leaves no data dir behind. (From review.)
+	if err == nil && *partitions < 1 {
+		err = fmt.Errorf("--partitions %d: want at least 1", *partitions)
+	}
+	if err == nil && *advertise != "" {
+		if _, port, perr := net.SplitHostPort(*advertise); perr != nil {
+			err = fmt.Errorf("--advertise %q: want HOST:PORT: %w", *advertise, perr)
+		} else if p, perr := strconv.ParseUint(port, 10, 16); perr != nil || p == 0 {
+			err = fmt.Errorf("--advertise %q: port %q is not 1-65535", *advertise, port)
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "idemlog serve: %v\n\n", err)
 		showUsage(stderr)
@@ -104,12 +117,33 @@ type serveConfig struct {
 // serve runs until ctx is done (a signal, for the command) or the
 // listener fails.
 func serve(ctx context.Context, c serveConfig, stdout io.Writer, log *slog.Logger) error {
+	// Every listener first: a port in use fails before the data dir is
+	// opened (or created, or recovered), and "listening on" is printed
+	// only once nothing can fail any more. (From review.)
+	ln, err := net.Listen("tcp", c.listen)
+	if err != nil {
+		return fmt.Errorf("cannot listen: %w", err)
+	}
+	var mln net.Listener
+	if c.metrics != "" {
+		if mln, err = net.Listen("tcp", c.metrics); err != nil {
+			ln.Close()
+			return fmt.Errorf("cannot listen for metrics: %w", err)
+		}
+	}
+	closeListeners := func() {
+		ln.Close()
+		if mln != nil {
+			mln.Close()
+		}
+	}
 	// Under fsync always, consumers see only what is on disk (the high
 	// watermark moves after the sync), as a Kafka consumer sees only what
 	// is replicated: nothing a consumer read can vanish in a crash.
 	e, err := engine.Open(c.dir, engine.Options{Partition: partition.Options{Sync: c.sync,
 		DurableVisibility: c.sync.Kind == partition.SyncAlways}})
 	if err != nil {
+		closeListeners()
 		return err
 	}
 	reg := prometheus.NewRegistry()
@@ -117,28 +151,16 @@ func serve(ctx context.Context, c serveConfig, stdout io.Writer, log *slog.Logge
 	srv, err := kafka.New(e, kafka.Options{Advertise: c.advertise, AutoCreateTopics: c.autoCreate,
 		DefaultPartitions: c.partitions, Logger: log, Registerer: reg})
 	if err != nil {
+		closeListeners()
 		e.Close()
 		return err
-	}
-	ln, err := net.Listen("tcp", c.listen)
-	if err != nil {
-		srv.Close()
-		e.Close()
-		return fmt.Errorf("cannot listen: %w", err)
 	}
 	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
 	if f, ok := stdout.(*os.File); ok {
 		f.Sync()
 	}
 	var hs *http.Server
-	if c.metrics != "" {
-		mln, err := net.Listen("tcp", c.metrics)
-		if err != nil {
-			ln.Close()
-			srv.Close()
-			e.Close()
-			return fmt.Errorf("cannot listen for metrics: %w", err)
-		}
+	if mln != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		hs = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
