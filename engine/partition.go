@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,6 +101,13 @@ func openPartition(dir, topic string, index int, opts *Options, engineClosed *at
 		// offsets and transaction state: retention is off for them.
 		lopts.RetentionAge = -1
 		lopts.RetentionBytes = 0
+		// Only the engine writes them, and a limit meant for clients'
+		// batches must not refuse its records: a transaction's decision
+		// record is larger than its Ongoing one (a rotation adds the next
+		// producer id), and a refused decision left the transaction
+		// unable to end, pinning its partitions' LSO. (From review.) A
+		// segment still bounds a batch.
+		p.maxBatch = math.MaxInt32
 	}
 	l, err := partition.Open(dir, lopts)
 	if err != nil {
