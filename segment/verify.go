@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 
@@ -55,16 +57,39 @@ type Report struct {
 
 // VerifyFile checks every batch of a .log file (framing, size, CRC, codec,
 // counts, offsets increasing and within int32 of the base), then the
-// .index and .timeindex beside it, if any, against the batches. It reads
-// the file with ordinary I/O, so it works on any Kafka segment, with or
-// without idemlog's metadata.
-func VerifyFile(path string, maxBatchSize int) (Report, error) {
+// .index and .timeindex beside it, if any, against the batches. It maps the
+// files read-only (never into the heap, whatever their size) and needs
+// nothing but them, so it works on any Kafka segment, with or without
+// idemlog's metadata. A file truncated while it is being read (a
+// live partition sealing or retiring its segment) fails with ErrIO, not a
+// SIGBUS of the process.
+func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
+	// The files are mapped: a page past a concurrent truncation faults.
+	// The fault becomes a panic of this goroutine, recovered here. (From
+	// review: verify on a live directory could die of SIGBUS.)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if v := recover(); v != nil {
+			// A memory fault's panic value carries the faulting address.
+			if re, ok := v.(interface {
+				runtime.Error
+				Addr() uintptr
+			}); ok {
+				err = fmt.Errorf("cannot verify %s: a file changed while it was read (%v): %w", path, re, ErrIO)
+				return
+			}
+			panic(v)
+		}
+	}()
 	r := Report{Path: path, FirstOffset: -1, IndexEntries: -1, TimeEntries: -1, AbortedTxns: -1}
 	data, release, err := mapFile(path)
 	if err != nil {
 		return r, err
 	}
 	defer release()
+	if verifyMappedHook != nil {
+		verifyMappedHook(path)
+	}
 	r.Bytes = int64(len(data))
 	base, named := ParseName(filepath.Base(path), ".log")
 	r.Base = base
@@ -239,8 +264,6 @@ func ParseName(name, suffix string) (int64, bool) {
 	return n, err == nil && n >= 0
 }
 
-// mapFile maps a whole file read-only: verify walks segments of any size
-// without reading them into the heap.
 // mapIndex maps an index file read-only (mapFile), with the error
 // wrapping fs.ErrNotExist when there is none.
 func mapIndex(path string) ([]byte, func(), error) {
@@ -250,6 +273,8 @@ func mapIndex(path string) ([]byte, func(), error) {
 	return mapFile(path)
 }
 
+// mapFile maps a whole file read-only: verify walks segments of any size
+// without reading them into the heap.
 func mapFile(path string) ([]byte, func(), error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -304,3 +329,6 @@ func staleAhead(rest []byte, base, next int64, maxBatchSize int) bool {
 	}
 	return false
 }
+
+// verifyMappedHook, for tests, runs once VerifyFile has mapped the .log.
+var verifyMappedHook func(path string)

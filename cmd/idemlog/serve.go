@@ -99,6 +99,13 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Once the first signal started the shutdown, a second one has its
+	// default effect: a shutdown stuck on a client that does not read
+	// (up to closeWriteGrace) can be cut short. (From review.)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	if err := serve(ctx, serveConfig{listen: *listen, dir: *dir, sync: sync, advertise: *advertise,
 		metrics: *metricsAddr, autoCreate: *autoCreate, partitions: *partitions}, stdout, log); err != nil {
 		log.Error("serve failed", "err", err)
