@@ -203,8 +203,10 @@ func (l *Log) sealRolled(seg *segRef, end int64, snapshot []byte) {
 	if err != nil || l.failed.Load() {
 		return
 	}
-	l.sync.advance(end)
+	// The recovery point first: a Flush that this seal satisfies (advance
+	// wakes it) then checkpoints the whole end.
 	storeMax(&l.recoveryPoint, end)
+	l.sync.advance(end)
 	if l.durableOnly() {
 		// What the seal made durable becomes visible, and readers parked
 		// on Advanced wake: otherwise it waited for a later group sync,
