@@ -242,7 +242,13 @@ func (s *Segment) Recover(maxBatchSize int, visit func(b batch.Batch)) (truncate
 		// the base offset). (From review.)
 		// The last offset must not wrap (a base offset near MaxInt64: the
 		// CRC does not cover it).
-		if b.BaseOffset() < s.nextOffset || (pos > 0 && b.BaseOffset() != s.nextOffset) ||
+		// The first batch too starts exactly at the segment's base: a
+		// segment is created at the offset its first append gets. A higher
+		// one is a client's base offset that WriteMmap copied in before
+		// stamping the real one, the stamp lost in a crash (or any other
+		// torn base offset): kept, its records were served at offsets
+		// never given to them. (From review.)
+		if b.BaseOffset() != s.nextOffset ||
 			b.LastOffset() < b.BaseOffset() || b.LastOffset()-s.base > 1<<31-1 {
 			break
 		}
