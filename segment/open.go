@@ -159,6 +159,10 @@ func (s *Segment) LoadTail() error {
 	if _, err := batch.Size(first); err != nil {
 		return fmt.Errorf("cannot read first batch of segment %d: %w", s.base, err)
 	}
+	if first.BaseOffset() != s.base {
+		// Recover's rule: a segment starts at its base. (From review.)
+		return fmt.Errorf("cannot trust segment %d: its first batch is at offset %d: %w", s.base, first.BaseOffset(), index.ErrCorrupt)
+	}
 	s.firstTimestamp = first.MaxTimestamp()
 	_, pos := s.offsets.Lookup(1<<63 - 1)
 	s.bytesSinceIndex = s.size - pos
