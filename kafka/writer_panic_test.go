@@ -56,3 +56,20 @@ func TestWriterPanicClosesConnection(t *testing.T) {
 		t.Fatalf("client read %v, want EOF (connection closed, nothing written)", err)
 	}
 }
+
+// Serve after Close returns nil at once, as Serve ended by Close does: a
+// server closed before its Serve goroutine ran is a stop, not a failure.
+func TestServeAfterCloseReturnsNil(t *testing.T) {
+	ts := startServer(t, Options{})
+	ts.srv.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.srv.Serve(ln); err != nil {
+		t.Fatalf("Serve after Close: %v, want nil", err)
+	}
+	if _, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+		t.Fatal("the listener given to Serve after Close is still open")
+	}
+}
