@@ -85,9 +85,12 @@ type Engine struct {
 	// edited (under mu), so lookups on the append path take no lock.
 	parts atomic.Pointer[map[string]*Partition]
 	// ids are the topics' ids, replaced like parts (see topics.go).
-	ids    atomic.Pointer[topicIDs]
-	mu     sync.Mutex
-	closed bool
+	ids atomic.Pointer[topicIDs]
+	mu  sync.Mutex
+	// closed is set under mu by Close or Kill; atomic so that partitions
+	// read it without mu, to tell an engine's Close from their own log's
+	// (Partition.gone).
+	closed atomic.Bool
 
 	// coord is the transaction coordinator, made on first use under
 	// coordMu (Coordinator).
@@ -99,10 +102,6 @@ type Engine struct {
 	// kept in a package-level map, it outlived the engine.)
 	offsetsMu   sync.Mutex
 	offsetStore *offsetStore
-
-	// closedFlag mirrors closed for partitions, which read it without mu
-	// to tell an engine's Close from their own log's (Partition.gone).
-	closedFlag atomic.Bool
 
 	// stopMaintain ends the maintenance goroutine (maintain), if any;
 	// maintainDone is closed when it has returned.
@@ -192,7 +191,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 		if !ok {
 			continue
 		}
-		p, hasID, err := openPartition(filepath.Join(dir, ent.Name()), topic, index, &e.opts, &e.closedFlag)
+		p, hasID, err := openPartition(filepath.Join(dir, ent.Name()), topic, index, &e.opts, &e.closed)
 		if err != nil {
 			return fail(err)
 		}
@@ -333,7 +332,7 @@ func (e *Engine) createTopic(topic string, partitions int, cfg map[string]string
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closed {
+	if e.closed.Load() {
 		return ErrClosed
 	}
 	ids := e.ids.Load()
@@ -371,7 +370,7 @@ func (e *Engine) createTopic(topic string, partitions int, cfg map[string]string
 				break
 			}
 		}
-		if p, hasID, err = openPartition(dir, topic, i, &e.opts, &e.closedFlag); err != nil {
+		if p, hasID, err = openPartition(dir, topic, i, &e.opts, &e.closed); err != nil {
 			break
 		}
 		if hasID && p.topicID != id {
@@ -494,13 +493,11 @@ func (e *Engine) Close() error {
 	e.stopMaintenance()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closed {
-		return ErrClosed
-	}
-	e.closed = true
 	// Stored before any log closes: an append that fails on a closed log
 	// then sees the flag and reports ErrClosed.
-	e.closedFlag.Store(true)
+	if e.closed.Swap(true) {
+		return ErrClosed
+	}
 	var errs []error
 	for _, p := range *e.parts.Load() {
 		errs = append(errs, p.close())
@@ -518,9 +515,7 @@ func (e *Engine) Kill() {
 	e.stopMaintenance()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	wasClosed := e.closed
-	e.closed = true
-	e.closedFlag.Store(true)
+	wasClosed := e.closed.Swap(true)
 	for _, p := range *e.parts.Load() {
 		p.log.Kill()
 	}

@@ -136,7 +136,7 @@ func (e *Engine) ApplyRetention() (int, error) {
 		n += d
 		// A partition deleted (or an engine closed) meanwhile has no
 		// retention left to apply. (From review: reported as errors.)
-		if err != nil && !(errors.Is(err, partition.ErrClosed) && (p.deleted.Load() || e.closedFlag.Load())) {
+		if err != nil && !(errors.Is(err, partition.ErrClosed) && (p.deleted.Load() || e.closed.Load())) {
 			errs = append(errs, fmt.Errorf("cannot apply retention to %s-%d: %w", p.topic, p.index, err))
 		}
 	}

@@ -184,7 +184,7 @@ func (e *Engine) offsets() (*offsetStore, error) {
 	e.offsetsMu.Lock()
 	defer e.offsetsMu.Unlock()
 	e.mu.Lock()
-	closed := e.closed
+	closed := e.closed.Load()
 	e.mu.Unlock()
 	if closed {
 		return nil, ErrClosed

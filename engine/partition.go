@@ -33,7 +33,7 @@ type Partition struct {
 	// deleted is set by DeleteTopic before it closes the log, so that
 	// operations in flight fail with ErrUnknownTopicOrPartition.
 	deleted atomic.Bool
-	// engineClosed is the engine's closedFlag: set, a closed log means the
+	// engineClosed is the engine's closed flag: set, a closed log means the
 	// engine was closed (ErrClosed), not this partition deleted.
 	engineClosed *atomic.Bool
 

@@ -298,7 +298,7 @@ func (e *Engine) DeleteTopic(topic string) error {
 		}
 	}
 	e.mu.Lock()
-	if e.closed {
+	if e.closed.Load() {
 		e.mu.Unlock()
 		return ErrClosed
 	}

@@ -182,7 +182,7 @@ func checkProduceRecords(version int16, recs []byte) error {
 	if err != nil {
 		return nil
 	}
-	if m := int8(recs[batchMagicOffset]); m == 0 || m == 1 {
+	if m := batch.Batch(recs[:n]).Magic(); m == 0 || m == 1 {
 		return errNotOneBatch
 	}
 	if _, err := batch.Size(recs[n:]); err == nil {
@@ -193,9 +193,6 @@ func checkProduceRecords(version int16, recs []byte) error {
 	}
 	return nil
 }
-
-// batchMagicOffset is the magic byte's position in a record batch.
-const batchMagicOffset = 16
 
 var (
 	errTransactionAbortable = errcode.New(kerr.TransactionAbortable.Code, "transaction abortable")

@@ -510,6 +510,10 @@ func awaitRequest(nc net.Conn, r *bufio.Reader, idle time.Duration, unanswered *
 	if idle < 0 {
 		return nil
 	}
+	if r.Buffered() > 0 {
+		// Pipelined: the request has begun already; one deadline for it.
+		return nc.SetReadDeadline(time.Now().Add(idle))
+	}
 	for {
 		if err := nc.SetReadDeadline(time.Now().Add(idle)); err != nil {
 			return err

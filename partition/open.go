@@ -271,12 +271,7 @@ func (l *Log) Close() error {
 	} else {
 		err = fmt.Errorf("cannot close cleanly: %w: %w", ErrFailed, *l.failErr.Load())
 	}
-	segs := *l.segs.Load()
-	empty := []*segRef{}
-	l.segs.Store(&empty)
-	for _, s := range segs {
-		s.retire(false)
-	}
+	l.releaseSegmentsLocked()
 	if l.recycle != nil {
 		l.recycle.close()
 	}
@@ -464,6 +459,13 @@ func (l *Log) Abandon() {
 	l.Kill()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.releaseSegmentsLocked()
+}
+
+// releaseSegmentsLocked takes every segment off the log (under mu, once
+// its background work has stopped): each file is closed when its last
+// reader lets go.
+func (l *Log) releaseSegmentsLocked() {
 	segs := *l.segs.Load()
 	empty := []*segRef{}
 	l.segs.Store(&empty)
