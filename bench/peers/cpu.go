@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -14,4 +17,23 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// diskWriteBytes returns the bytes this process has sent toward the
+// storage layer so far (write_bytes of /proc/self/io: counted per page as
+// the page is dirtied, by a write or a store through a mapping, so a page
+// rewritten after each sync counts each time, as the device writes it),
+// and false where the kernel does not keep the count.
+func diskWriteBytes() (int64, bool) {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "write_bytes: "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }

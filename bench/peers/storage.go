@@ -92,7 +92,7 @@ type storagePeer struct {
 
 // storagePeers lists every peer; a peer that could not be built would be
 // missing here, and its file says why.
-var storagePeers = []storagePeer{rawPeer, rawZeroedPeer, idemlogPeer, idemlogPwritePeer, idemlogRecycledPeer, idemlogKafkaPeer, kfakePeer, natsPeer, pebblePeer, pebbleRecycledPeer}
+var storagePeers = []storagePeer{rawPeer, rawZeroedPeer, rawExtendPeer, idemlogPeer, idemlogPwritePeer, idemlogRecycledPeer, idemlogKafkaPeer, kfakePeer, natsPeer, pebblePeer, pebbleRecycledPeer}
 
 // StorageRun is one peer's run of one workload in one round.
 type StorageRun struct {

@@ -26,6 +26,19 @@ var rawPeer = storagePeer{name: "raw", about: "pwrite(2) of the batch's values i
 // ahead of the writer (segment.ReserveZeroFill, on the clock).
 var rawZeroedPeer = storagePeer{name: "raw-zeroed", about: "raw over a file zero-filled before the run (written blocks)", open: openRawZeroed}
 
+// rawExtendPeer is raw into a file extended by its writes, with no
+// preallocation (as pebble's WAL grows): each fdatasync then commits the
+// new size and the blocks allocated at writeback.
+var rawExtendPeer = storagePeer{name: "raw-extend", about: "raw into a file extended by its writes (no preallocation)", open: openRawExtend}
+
+func openRawExtend(dir string, w workload) (storageWriter, error) {
+	f, err := os.Create(filepath.Join(dir, "raw"))
+	if err != nil {
+		return nil, fmt.Errorf("cannot create raw file: %w", err)
+	}
+	return &rawWriter{f: f, sync: w.Sync, buf: make([]byte, 0, w.Size*w.PerBatch)}, nil
+}
+
 type rawWriter struct {
 	f    *os.File
 	off  int64

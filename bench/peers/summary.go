@@ -15,6 +15,7 @@ type Summary struct {
 	RecordsPerSec        []float64 `json:"records_per_sec"`
 	MedianRecordsPerSec  float64   `json:"median_records_per_sec"`
 	MedianMBPerSec       float64   `json:"median_payload_mb_per_sec"`
+	MedianDiskMBPerSec   float64   `json:"median_disk_mb_per_sec,omitempty"`
 	MedianCPUUsPerRecord float64   `json:"median_cpu_us_per_record"`
 	// MedianBrokerCPUUsPerRecord: with the broker in a child process, its
 	// CPU time per record (MedianCPUUsPerRecord is then the client's).
@@ -46,12 +47,13 @@ func summarize(workload string, targets []string, byTarget map[string][]Phase, r
 			continue
 		}
 		s := Summary{Workload: workload, Target: t}
-		var mbs, cpus, bcpus []float64
+		var mbs, disks, cpus, bcpus []float64
 		var lat [6][]float64
 		var bat [2][]float64
 		for _, ph := range phs {
 			s.RecordsPerSec = append(s.RecordsPerSec, ph.RecordsPerSec)
 			mbs = append(mbs, ph.MBPerSec)
+			disks = append(disks, ph.DiskMBPerSec)
 			cpus = append(cpus, ph.CPUUsPerRecord)
 			bcpus = append(bcpus, ph.BrokerCPUUsPerRecord)
 			for i, v := range []float64{ph.RecordLatencyUs.P50, ph.RecordLatencyUs.P99, ph.RequestLatencyUs.P50,
@@ -65,6 +67,7 @@ func summarize(workload string, targets []string, byTarget map[string][]Phase, r
 		}
 		s.MedianRecordsPerSec = median(s.RecordsPerSec)
 		s.MedianMBPerSec = median(mbs)
+		s.MedianDiskMBPerSec = median(disks)
 		s.MedianCPUUsPerRecord = median(cpus)
 		s.MedianBrokerCPUUsPerRecord = median(bcpus)
 		s.RecordLatencyUs = Latency{P50: median(lat[0]), P99: median(lat[1])}
@@ -93,7 +96,7 @@ func summarize(workload string, targets []string, byTarget map[string][]Phase, r
 // Latency columns show p50/p99 in microseconds when measured.
 func printSummaries(w io.Writer, sums []Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "workload\ttarget\tmedian rec/s\tMB/s\tcpu us/rec [client+broker]\trounds rec/s\tratios (median; rounds)\tlatency p50/p99 us")
+	fmt.Fprintln(tw, "workload\ttarget\tmedian rec/s\tMB/s\tdisk MB/s\tcpu us/rec [client+broker]\trounds rec/s\tratios (median; rounds)\tlatency p50/p99 us")
 	last := ""
 	for _, s := range sums {
 		wl := s.Workload
@@ -126,8 +129,12 @@ func printSummaries(w io.Writer, sums []Summary) error {
 		if s.MedianBrokerCPUUsPerRecord > 0 {
 			cpu = fmt.Sprintf("%.2f+%.2f", s.MedianCPUUsPerRecord, s.MedianBrokerCPUUsPerRecord)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%s\t%s\t%s\t%s\n", wl, s.Target, rate(s.MedianRecordsPerSec),
-			s.MedianMBPerSec, cpu, strings.Join(rounds, " "), strings.Join(ratios, "; "), strings.Join(lats, ", "))
+		disk := "-"
+		if s.MedianDiskMBPerSec > 0 {
+			disk = fmt.Sprintf("%.1f", s.MedianDiskMBPerSec)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\n", wl, s.Target, rate(s.MedianRecordsPerSec),
+			s.MedianMBPerSec, disk, cpu, strings.Join(rounds, " "), strings.Join(ratios, "; "), strings.Join(lats, ", "))
 	}
 	return tw.Flush()
 }
