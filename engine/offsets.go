@@ -791,6 +791,35 @@ func (e *Engine) GroupHasOffsets(group string) bool {
 	return false
 }
 
+// OffsetGroups returns, sorted, every group with committed offsets or
+// transactional ones pending (those for which GroupHasOffsets is true):
+// the groups that outlive their members, as Kafka's coordinator keeps
+// them loaded from its offsets topic.
+func (e *Engine) OffsetGroups() ([]string, error) {
+	s, err := e.offsets()
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[string]struct{})
+	for _, op := range s.parts {
+		op.mu.Lock()
+		for group, offs := range op.committed {
+			if len(offs) > 0 {
+				seen[group] = struct{}{}
+			}
+		}
+		for _, groups := range op.pending {
+			for group, offs := range groups {
+				if len(offs) > 0 {
+					seen[group] = struct{}{}
+				}
+			}
+		}
+		op.mu.Unlock()
+	}
+	return slices.Sorted(maps.Keys(seen)), nil
+}
+
 // FetchOffsets returns a group's committed offsets for tps (all of the
 // group's when tps is nil); a partition without one has offset -1. With
 // requireStable, a pending transactional commit of the group on a requested

@@ -327,7 +327,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	defer s.m.conns.Dec()
 	log := s.log.With("remote", nc.RemoteAddr().String())
 	log.Debug("connection opened")
-	ctx, cancel := context.WithCancel(s.ctx)
+	ctx, cancel := context.WithCancel(group.WithClientHost(s.ctx, clientHost(nc.RemoteAddr())))
 	out := make(chan pending, s.opts.MaxPipeline)
 	// pendingResponses counts requests handed to the writer and not yet
 	// answered: while one is, the connection is not idle. The reader adds
@@ -592,6 +592,10 @@ func (s *Server) handle(ctx context.Context, h header, req kmsg.Request) pending
 		p.resp = s.deleteTopics(r)
 	case *kmsg.DeleteGroupsRequest:
 		p.resp = s.deleteGroups(r)
+	case *kmsg.ListGroupsRequest:
+		p.resp = s.listGroups(r)
+	case *kmsg.DescribeGroupsRequest:
+		p.resp = s.describeGroups(r)
 	default:
 		panic(fmt.Sprintf("BUG: advertised key %d has no handler", key))
 	}

@@ -16,7 +16,8 @@ type apiRange struct {
 // v12 and EndTxn v5 belong to transaction version 2, AddPartitionsToTxn v4
 // is broker to coordinator, TxnOffsetCommit v5 implies TV2's implicit add,
 // ListOffsets v7 adds the max-timestamp lookup (-3), which the indexes do
-// not answer without a scan.
+// not answer without a scan, ListGroups v5 and DescribeGroups v6 belong to
+// KIP-848's consumer groups.
 // Every maximum is at most kmsg's, so every advertised version can be
 // decoded (TestVersionsWithinKmsg).
 var apis = []apiRange{
@@ -40,6 +41,8 @@ var apis = []apiRange{
 	{kmsg.EndTxn, 0, 4},
 	{kmsg.TxnOffsetCommit, 0, 4},
 	{kmsg.DeleteGroups, 0, 2},
+	{kmsg.ListGroups, 0, 4},
+	{kmsg.DescribeGroups, 0, 5},
 }
 
 // versionTable is apis indexed by key, for the per-request check.

@@ -84,6 +84,7 @@ type member struct {
 	id           string
 	instanceID   *string
 	clientID     string
+	clientHost   string
 	protocolType string
 	protocols    []kmsg.JoinGroupRequestProtocol // owned copies, unique names
 

@@ -82,7 +82,8 @@ type client struct {
 	c         *Coordinator
 	group     string
 	clientID  string
-	version   int16 // JoinGroup version; the others are derived from it
+	host      string // the client host the listener would put in the context
+	version   int16  // JoinGroup version; the others are derived from it
 	instance  *string
 	ptype     string
 	protocols []proto
@@ -129,6 +130,9 @@ func (cl *client) joinRequest() *kmsg.JoinGroupRequest {
 // joinOnce sends one JoinGroup and records what it learns.
 func (cl *client) joinOnce(ctx context.Context) *kmsg.JoinGroupResponse {
 	ctx = WithClientID(ctx, cl.clientID)
+	if cl.host != "" {
+		ctx = WithClientHost(ctx, cl.host)
+	}
 	resp := roundTrip(cl.t, cl.c.JoinGroup(ctx, cl.joinRequest()), kmsg.NewPtrJoinGroupResponse())
 	switch resp.ErrorCode {
 	case wantNone:

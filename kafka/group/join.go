@@ -15,6 +15,7 @@ import (
 type joinReq struct {
 	req          *kmsg.JoinGroupRequest
 	clientID     string
+	clientHost   string
 	instanceID   *string
 	session      time.Duration
 	rebalance    time.Duration
@@ -26,6 +27,7 @@ func newJoinReq(ctx context.Context, req *kmsg.JoinGroupRequest) *joinReq {
 	jr := &joinReq{
 		req:          req,
 		clientID:     clientIDFrom(ctx),
+		clientHost:   clientHostFrom(ctx),
 		protocolType: req.ProtocolType,
 		session:      time.Duration(req.SessionTimeoutMillis) * time.Millisecond,
 		rebalance:    time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond,
@@ -183,6 +185,7 @@ func (g *group) addMember(id string, jr *joinReq) *joinCall {
 		id:               id,
 		instanceID:       jr.instanceID,
 		clientID:         jr.clientID,
+		clientHost:       jr.clientHost,
 		protocolType:     jr.protocolType,
 		protocols:        jr.protocols,
 		sessionTimeout:   jr.session,
@@ -265,6 +268,7 @@ func (g *group) replaceStatic(old *member, newID string, jr *joinReq) *joinCall 
 		id:               newID,
 		instanceID:       old.instanceID,
 		clientID:         jr.clientID,
+		clientHost:       jr.clientHost,
 		protocolType:     old.protocolType,
 		protocols:        old.protocols,
 		sessionTimeout:   old.sessionTimeout,
