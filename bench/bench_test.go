@@ -366,6 +366,7 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Duration, c.Records = time.Second, 5 }, true, "exclude"},
 		{func(c *Config) { c.Records = -5 }, true, "--records"},
 		{func(c *Config) { c.Readers = -1 }, true, "--readers"},
+		{func(c *Config) { c.Readers = MaxReaders + 1 }, true, "--readers"},
 		{func(c *Config) { c.Isolation = "serializable" }, true, "--isolation"},
 		{func(c *Config) { c.Payload = "zeros" }, true, "--payload"},
 		{func(c *Config) { c.Plot = "x.png" }, true, "--plot"},

@@ -23,6 +23,7 @@ var ErrUnavailable = errors.New("not available yet")
 // payload pool, and a batch is built in memory.
 const (
 	MaxProducers  = 1024
+	MaxReaders    = 1024
 	MaxPartitions = 10000
 	MaxRecordSize = 16 << 20
 	MaxBatchBytes = 64 << 20
@@ -148,8 +149,8 @@ func (c Config) parse() (parsed, error) {
 		return p, usagef("--records %d is negative", c.Records)
 	case c.Duration > 0 && c.Records > 0:
 		return p, usagef("--duration and --records exclude each other")
-	case c.Readers < 0:
-		return p, usagef("--readers %d is negative", c.Readers)
+	case c.Readers < 0 || c.Readers > MaxReaders:
+		return p, usagef("--readers %d is not in 0..%d", c.Readers, MaxReaders)
 	case c.SegmentBytes < 0:
 		return p, usagef("--segment-bytes %d is negative", c.SegmentBytes)
 	case c.SegmentBytes > 0 && int64(c.Batch)*int64(c.RecordSize+8)*2 > c.SegmentBytes:

@@ -99,8 +99,10 @@ type Baseline struct {
 	WriteBytes       int64   `json:"write_bytes"`
 	WriteBytesPerSec float64 `json:"write_bytes_per_sec"`
 	// WriteFdatasyncBytes: the same bytes when the fsync policy is
-	// always; otherwise the write+fdatasync figure is informative only and
-	// is measured for at most half a second.
+	// always or bytes=N, over zero-filled blocks under always (as the
+	// partition's own) and fallocated ones under bytes=N; otherwise the
+	// write+fdatasync figure is informative only and is measured for at
+	// most half a second.
 	WriteFdatasyncBytes       int64   `json:"write_fdatasync_bytes"`
 	WriteFdatasyncBytesPerSec float64 `json:"write_fdatasync_bytes_per_sec"`
 	// WriteFdatasyncUnwritten*: under fsync always, the same once more
@@ -123,7 +125,8 @@ type Baseline struct {
 	// serial writer made several partitions look faster than the machine.)
 	SyncWriters int `json:"sync_writers"`
 	// ComparedWith names the figure ratio_to_baseline divides by:
-	// "write" (fsync never, interval, bytes) or "write_fdatasync" (always).
+	// "write" (fsync never, interval) or "write_fdatasync" (always,
+	// bytes=N: appenders wait for syncs).
 	ComparedWith string `json:"compared_with"`
 	// Truncated: BaselineMax stopped a measurement early.
 	Truncated bool `json:"truncated"`
@@ -227,11 +230,15 @@ func (r *Result) WriteSummary(w io.Writer) error {
 		if bl.ComparedWith == "write_fdatasync" {
 			name = "write+fdatasync"
 		}
-		fmt.Fprintf(&b, "ratio          %.2fx %s", r.RatioToBaseline, name)
-		if u := bl.WriteFdatasyncUnwrittenBytesPerSec; u > 0 {
-			fmt.Fprintf(&b, " (%.2fx over unwritten blocks)", r.BytesPerSec/u)
+		if r.RatioToBaseline == 0 {
+			fmt.Fprintf(&b, "ratio          none: the %s baseline was cut short\n", name)
+		} else {
+			fmt.Fprintf(&b, "ratio          %.2fx %s", r.RatioToBaseline, name)
+			if u := bl.WriteFdatasyncUnwrittenBytesPerSec; u > 0 {
+				fmt.Fprintf(&b, " (%.2fx over unwritten blocks)", r.BytesPerSec/u)
+			}
+			b.WriteString("\n")
 		}
-		b.WriteString("\n")
 	}
 	if wl.Readers > 0 {
 		fmt.Fprintf(&b, "readers        %d: %s records, %s in %.2f s: %s records/s, %s/s\n", wl.Readers,

@@ -61,10 +61,12 @@ func (s *partStat) observe(rp int64) {
 // as a new instance of each of its transactional producers would: their
 // open transactions would hold every partition's last stable offset, and
 // read_committed readers would stop there and report the run's records
-// unread. A transactional run fences its own ids anyway (its producers'
-// InitProducerID); other modes must do it here. (From review.)
-func fenceLeftoverTxns(e *engine.Engine, transactional bool) error {
-	if _, ok := e.Topics()[engine.TransactionStateTopic]; !ok || transactional {
+// unread. A transactional run's producers would fence their own ids, but
+// not those of an earlier run with more producers, and only after the run's
+// start offsets are taken, so that their abort markers counted as the
+// run's bytes: every mode fences here, before. (From review.)
+func fenceLeftoverTxns(e *engine.Engine) error {
+	if _, ok := e.Topics()[engine.TransactionStateTopic]; !ok {
 		return nil
 	}
 	c, err := e.Coordinator()
@@ -374,7 +376,7 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 	if err := e.CreateTopic(c.Topic, c.Partitions); err != nil {
 		return nil, err
 	}
-	if err := fenceLeftoverTxns(e, c.Mode == "transactional"); err != nil {
+	if err := fenceLeftoverTxns(e); err != nil {
 		return nil, err
 	}
 	parts := make([]*engine.Partition, c.Partitions)

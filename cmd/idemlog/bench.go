@@ -43,8 +43,9 @@ write(2) into a file preallocated with fallocate, and write(2) with an
 fdatasync every G chunks, G being the batches per sync observed in the run
 (the number of producers when there were no syncs to observe), into one
 file per partition written, all at once, as each partition syncs its own. The ratio compares the run's log bytes per
-second with write(2) for --fsync never, interval and bytes, and with
-write+fdatasync for always.
+second with write(2) for --fsync never and interval, and with
+write+fdatasync for always (over zero-filled blocks, as the log's) and
+bytes=N (over fallocated ones), whose appenders wait for syncs.
 `
 
 const benchDetails = `

@@ -124,7 +124,7 @@ func TestBenchJSON(t *testing.T) {
 				t.Errorf("%s/%s: baseline %v", mode, fsync, bl)
 			}
 			want := "write"
-			if fsync == "always" {
+			if fsync == "always" || strings.HasPrefix(fsync, "bytes=") {
 				want = "write_fdatasync"
 			}
 			if bl["compared_with"] != want {
