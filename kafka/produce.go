@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -48,7 +49,10 @@ func (s *Server) produce(r *kmsg.ProduceRequest) pending {
 			err := reqErr
 			var p *engine.Partition
 			if err == nil {
-				err = checkProduceRecords(r.Version, rp.Records)
+				var recs []byte
+				if recs, err = checkProduceRecords(r.Version, rp.Records); err == nil {
+					rp.Records = recs // less a partial tail, trimmed as Kafka does
+				}
 			}
 			if err == nil && engine.IsInternalTopic(rt.Topic) {
 				// Only the engine writes the internal topics: a client's
@@ -174,24 +178,58 @@ var (
 // would resend what can never succeed. (From review.) What Kafka's batch
 // iterator itself refuses (a length below the header, a magic above 2)
 // stays CORRUPT_MESSAGE, from the engine's checks.
-func checkProduceRecords(version int16, recs []byte) error {
+//
+// It returns the records to append: recs, less a partial batch after the
+// first, which Kafka's iterator does not see and its log append trims
+// (UnifiedLog.trimInvalidBytes), answering success for the batch before
+// it (partialTail says which tails are partial and which corrupt).
+func checkProduceRecords(version int16, recs []byte) ([]byte, error) {
 	n, err := batch.Size(recs)
 	if errors.Is(err, batch.ErrTruncated) {
-		return errNotOneBatch // no complete batch: Kafka's iterator has none
+		return nil, errNotOneBatch // no complete batch: Kafka's iterator has none
 	}
 	if err != nil {
-		return nil
+		return recs, nil
 	}
 	if m := batch.Batch(recs[:n]).Magic(); m == 0 || m == 1 {
-		return errNotOneBatch
+		return nil, errNotOneBatch
 	}
 	if _, err := batch.Size(recs[n:]); err == nil {
-		return errNotOneBatch // a second complete batch
+		return nil, errNotOneBatch // a second complete batch
 	}
 	if version < 7 && batch.Batch(recs[:n]).Codec() == batch.CodecZstd {
-		return errZstdBeforeV7
+		return nil, errZstdBeforeV7
 	}
-	return nil
+	if n < len(recs) && partialTail(recs[n:]) {
+		return recs[:n], nil
+	}
+	return recs, nil
+}
+
+// partialTail reports whether rest, the bytes after a produce's batch,
+// is what Kafka's batch iterator (ByteBufferLogInputStream.nextBatch)
+// takes for the start of a batch cut short, and so ends the iteration
+// quietly, rather than a corrupt one: fewer bytes than the length field's
+// end, or than the magic's, or than the length announces, with a length
+// of at least 14 (LegacyRecord's smallest) and a magic of 0 to 2. A
+// corrupt tail is left to the engine's checks (CORRUPT_MESSAGE), as Kafka
+// throws CorruptRecordException there.
+func partialTail(rest []byte) bool {
+	const lengthEnd, magicEnd, minLength = 12, 17, 14
+	if len(rest) < lengthEnd {
+		return true
+	}
+	length := int32(binary.BigEndian.Uint32(rest[8:lengthEnd]))
+	if length < minLength {
+		return false
+	}
+	if len(rest) < magicEnd {
+		return true
+	}
+	if m := int8(rest[16]); m < 0 || m > 2 {
+		return false
+	}
+	return int64(len(rest)) < int64(length)+lengthEnd
 }
 
 var (
