@@ -40,6 +40,9 @@ type Partition struct {
 	// maxBatch is the topic's max.message.bytes (0: the batch package's
 	// default); set at open.
 	maxBatch int
+	// config is the topic's overrides as stored (topic.config), read at
+	// open and never changed: TopicConfig shows them.
+	config map[string]string
 
 	producers *pidtable.Table
 	txns      *openTxns
@@ -89,6 +92,7 @@ func openPartition(dir, topic string, index int, opts *Options, engineClosed *at
 	if err == nil {
 		err = applyTopicConfig(&lopts, cfg)
 	}
+	p.config = cfg
 	if err != nil {
 		return nil, false, fmt.Errorf("cannot open partition %s-%d: %w", topic, index, err)
 	}

@@ -596,6 +596,8 @@ func (s *Server) handle(ctx context.Context, h header, req kmsg.Request) pending
 		p.resp = s.listGroups(r)
 	case *kmsg.DescribeGroupsRequest:
 		p.resp = s.describeGroups(r)
+	case *kmsg.DescribeConfigsRequest:
+		p.resp = s.describeConfigs(r)
 	default:
 		panic(fmt.Sprintf("BUG: advertised key %d has no handler", key))
 	}

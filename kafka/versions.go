@@ -43,6 +43,7 @@ var apis = []apiRange{
 	{kmsg.DeleteGroups, 0, 2},
 	{kmsg.ListGroups, 0, 4},
 	{kmsg.DescribeGroups, 0, 5},
+	{kmsg.DescribeConfigs, 0, 4},
 }
 
 // versionTable is apis indexed by key, for the per-request check.

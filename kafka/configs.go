@@ -1,0 +1,150 @@
+package kafka
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+
+	"github.com/idemlog/idemlog/engine"
+	"github.com/idemlog/idemlog/errcode"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// brokerConfigNames maps a topic config to the broker config that sets
+// its default, as Kafka names them (LogConfig's synonyms).
+var brokerConfigNames = map[string]string{
+	"max.message.bytes":              "message.max.bytes",
+	"retention.ms":                   "log.retention.ms",
+	"retention.bytes":                "log.retention.bytes",
+	"segment.bytes":                  "log.segment.bytes",
+	"segment.ms":                     "log.roll.ms",
+	"segment.index.bytes":            "log.index.size.max.bytes",
+	"index.interval.bytes":           "log.index.interval.bytes",
+	"cleanup.policy":                 "log.cleanup.policy",
+	"compression.type":               "compression.type",
+	"message.timestamp.type":         "log.message.timestamp.type",
+	"min.insync.replicas":            "min.insync.replicas",
+	"unclean.leader.election.enable": "unclean.leader.election.enable",
+}
+
+// errConfigResource: a DescribeConfigs resource idemlog does not have
+// (another broker, a logger, a group).
+var errConfigResource = errcode.New(errcode.InvalidRequest, "no such config resource")
+
+var configTypes = map[string]kmsg.ConfigType{
+	"INT": kmsg.ConfigTypeInt, "LONG": kmsg.ConfigTypeLong, "STRING": kmsg.ConfigTypeString,
+	"BOOLEAN": kmsg.ConfigTypeBoolean, "LIST": kmsg.ConfigTypeList,
+}
+
+// describeConfigs answers DescribeConfigs v0-4 for topics and for this
+// broker (`kafka-topics --describe` asks for a topic's, `kafka-configs
+// --describe` for either). A topic shows every config TopicConfig lists:
+// its overrides as dynamic topic configs (source 1), the rest as the
+// engine's defaults (source 5). The broker (its id, or "" for the cluster
+// default) shows the engine's defaults under their broker names and its
+// own settings. Nothing can be altered (no AlterConfigs), so every entry
+// is read-only but the topic configs CreateTopics may set. ConfigNames
+// keeps only the names listed; synonyms (v1+) give a topic config's
+// broker-level default; documentation (v3+) is not kept (null).
+func (s *Server) describeConfigs(r *kmsg.DescribeConfigsRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	for _, rr := range r.Resources {
+		out := kmsg.NewDescribeConfigsResponseResource()
+		out.ResourceType, out.ResourceName = rr.ResourceType, rr.ResourceName
+		var entries []kmsg.DescribeConfigsResponseResourceConfig
+		var err error
+		switch rr.ResourceType {
+		case kmsg.ConfigResourceTypeTopic:
+			entries, err = s.topicConfigs(r, rr.ResourceName)
+		case kmsg.ConfigResourceTypeBroker:
+			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(s.opts.NodeID)) {
+				err = errConfigResource
+				msg := "unexpected broker id, expected " + strconv.Itoa(int(s.opts.NodeID)) + " or empty string"
+				out.ErrorMessage = &msg
+				break
+			}
+			entries = s.brokerConfigs(r)
+		default:
+			err = errConfigResource
+			msg := "unsupported resource type"
+			out.ErrorMessage = &msg
+		}
+		if err != nil {
+			out.ErrorCode = s.code(kmsg.DescribeConfigs, err)
+			if out.ErrorMessage == nil {
+				msg := err.Error()
+				out.ErrorMessage = &msg
+			}
+		} else {
+			for _, e := range entries {
+				if rr.ConfigNames == nil || slices.Contains(rr.ConfigNames, e.Name) {
+					out.Configs = append(out.Configs, e)
+				}
+			}
+		}
+		resp.Resources = append(resp.Resources, out)
+	}
+	return resp
+}
+
+// topicConfigs is one topic's entries.
+func (s *Server) topicConfigs(r *kmsg.DescribeConfigsRequest, topic string) ([]kmsg.DescribeConfigsResponseResourceConfig, error) {
+	if err := engine.ValidateTopic(topic); err != nil {
+		return nil, err
+	}
+	cfg, err := s.eng.TopicConfig(topic)
+	if err != nil {
+		return nil, err
+	}
+	defaults := s.eng.DefaultTopicConfig()
+	out := make([]kmsg.DescribeConfigsResponseResourceConfig, 0, len(cfg))
+	for i, c := range cfg {
+		source := kmsg.ConfigSourceDefaultConfig
+		if c.Override {
+			source = kmsg.ConfigSourceDynamicTopicConfig
+		}
+		e := configEntry(r, c.Name, c.Value, c.Type, source, !c.Settable)
+		if r.IncludeSynonyms && r.Version >= 1 {
+			if c.Override {
+				e.ConfigSynonyms = append(e.ConfigSynonyms, synonym(c.Name, c.Value, kmsg.ConfigSourceDynamicTopicConfig))
+			}
+			if i < len(defaults) && defaults[i].Name == c.Name {
+				e.ConfigSynonyms = append(e.ConfigSynonyms, synonym(brokerConfigNames[c.Name], defaults[i].Value, kmsg.ConfigSourceDefaultConfig))
+			}
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// brokerConfigs is the broker's entries, sorted by name.
+func (s *Server) brokerConfigs(r *kmsg.DescribeConfigsRequest) []kmsg.DescribeConfigsResponseResourceConfig {
+	var out []kmsg.DescribeConfigsResponseResourceConfig
+	for _, c := range s.eng.DefaultTopicConfig() {
+		out = append(out, configEntry(r, brokerConfigNames[c.Name], c.Value, c.Type, kmsg.ConfigSourceDefaultConfig, true))
+	}
+	out = append(out,
+		configEntry(r, "broker.id", strconv.Itoa(int(s.opts.NodeID)), "INT", kmsg.ConfigSourceStaticBrokerConfig, true),
+		configEntry(r, "auto.create.topics.enable", strconv.FormatBool(s.opts.AutoCreateTopics), "BOOLEAN", kmsg.ConfigSourceStaticBrokerConfig, true),
+		configEntry(r, "num.partitions", strconv.Itoa(s.opts.DefaultPartitions), "INT", kmsg.ConfigSourceStaticBrokerConfig, true),
+	)
+	slices.SortFunc(out, func(a, b kmsg.DescribeConfigsResponseResourceConfig) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+func configEntry(r *kmsg.DescribeConfigsRequest, name, value, typ string, source kmsg.ConfigSource, readOnly bool) kmsg.DescribeConfigsResponseResourceConfig {
+	e := kmsg.NewDescribeConfigsResponseResourceConfig()
+	e.Name, e.Value, e.ReadOnly = name, &value, readOnly
+	e.IsDefault = source == kmsg.ConfigSourceDefaultConfig // v0's field
+	e.Source = source
+	if r.Version >= 3 {
+		e.ConfigType = configTypes[typ]
+	}
+	return e
+}
+
+func synonym(name, value string, source kmsg.ConfigSource) kmsg.DescribeConfigsResponseResourceConfigConfigSynonym {
+	s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+	s.Name, s.Value, s.Source = name, &value, source
+	return s
+}
