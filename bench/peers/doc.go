@@ -25,8 +25,9 @@
 // baseline (pwrite into a fallocated file, fdatasync per batch when
 // syncing; also into a file zero-filled before the run, and into one its
 // writes extend). Besides records/s, each run reports the bytes the
-// process sent toward the device per second (/proc/self/io), framing
-// included: the figure to compare where the device bounds a workload. Records of 100 B
+// device holding its directory wrote per second (/sys/dev/block), framing
+// and journal included: on a quiet machine, the figure to compare where
+// the device bounds a workload. Records of 100 B
 // and 1 KiB, 100 per batch, under three durabilities: no sync, a sync per
 // batch (one writer), and group commit (16 writers at once, each batch
 // acknowledged once synced; raw then writes and syncs every batch queued

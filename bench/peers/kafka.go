@@ -62,6 +62,7 @@ type kafkaCase struct {
 // a case the targets alternate, their order rotated each round so that
 // none always runs first (on a warmer or cooler machine).
 func runKafka(ctx context.Context, c KafkaConfig, progress io.Writer) (*KafkaReport, error) {
+	c.Targets = trimAll(c.Targets) // the summary matches runs by name
 	targets, err := kafkaTargets(c.Targets, c.Dir)
 	if err != nil {
 		return nil, err

@@ -19,11 +19,12 @@ type Phase struct {
 	Seconds       float64 `json:"seconds"`
 	RecordsPerSec float64 `json:"records_per_sec"`
 	MBPerSec      float64 `json:"payload_mb_per_sec"`
-	// DiskMBPerSec is what the process sent toward the device over the
-	// phase (diskWriteBytes), per second: framing, indexes, zero fills
-	// and pages rewritten after each sync included, which payload_mb_per_sec
-	// leaves out. Zero where the kernel keeps no count, and for a broker
-	// in a child process.
+	// DiskMBPerSec is what the device holding the run's directory wrote
+	// over the phase (diskWriteBytes), per second: framing, indexes, zero
+	// fills, pages written again by the next sync and the filesystem's
+	// journal included, which payload_mb_per_sec leaves out; the whole
+	// device's, so the machine must be quiet. Storage runs only; zero
+	// where the device keeps no count.
 	DiskMBPerSec float64 `json:"disk_mb_per_sec,omitempty"`
 	// CPUUsPerRecord is this process's CPU time over the phase, per
 	// record: client and broker together, or the client alone when the
@@ -61,14 +62,17 @@ type meter struct {
 	begin time.Time
 	cpu   time.Duration
 	ms    runtime.MemStats
-	disk  int64 // diskWriteBytes at the start; -1 without a count
+	dir   string // the run's directory, "" for none
+	disk  int64  // diskWriteBytes at the start; -1 without a count
 }
 
-func startMeter() *meter {
-	m := &meter{}
+// startMeter starts a phase; dir, if not "", is the run's directory, whose
+// device's writes the phase counts.
+func startMeter(dir string) *meter {
+	m := &meter{dir: dir}
 	runtime.ReadMemStats(&m.ms) // stops the world briefly: before the clock
 	m.disk = -1
-	if n, ok := diskWriteBytes(); ok {
+	if n, ok := diskWriteBytes(dir); ok {
 		m.disk = n
 	}
 	m.begin, m.cpu = time.Now(), cpuTime()
@@ -89,7 +93,7 @@ func (p *Phase) finish(m *meter) {
 	if p.Seconds > 0 {
 		p.RecordsPerSec = float64(p.Records) / p.Seconds
 		p.MBPerSec = float64(p.PayloadBytes) / p.Seconds / 1e6
-		if n, ok := diskWriteBytes(); ok && m.disk >= 0 {
+		if n, ok := diskWriteBytes(m.dir); ok && m.disk >= 0 {
 			p.DiskMBPerSec = float64(n-m.disk) / p.Seconds / 1e6
 		}
 	}
@@ -163,7 +167,7 @@ func produce(ctx context.Context, addr, topic string, c *KafkaConfig, txnEvery i
 	lat := make([]int64, c.Records)
 	var failed atomic.Pointer[error]
 	var ph Phase
-	m := startMeter()
+	m := startMeter("")
 	begin := m.begin
 	if txnEvery > 0 {
 		if err := cl.BeginTransaction(); err != nil {
@@ -234,7 +238,7 @@ func consume(ctx context.Context, addr, topic string, partitions int, want int64
 	opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.WithHooks(hook))
 	var ph Phase
-	m := startMeter()
+	m := startMeter("")
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return ph, fmt.Errorf("cannot create consumer: %w", err)

@@ -165,6 +165,9 @@ func storageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func runStorage(ctx context.Context, c StorageConfig, progress io.Writer) (*StorageReport, error) {
+	// Names are trimmed once, here: the summary matches runs by them.
+	// (From review: " idemlog" ran but fell out of the summary.)
+	c.Peers = trimAll(c.Peers)
 	var peers []storagePeer
 	for _, name := range c.Peers {
 		i := indexPeer(name)
@@ -218,7 +221,7 @@ func runStorage(ctx context.Context, c StorageConfig, progress io.Writer) (*Stor
 
 func indexPeer(name string) int {
 	for i, p := range storagePeers {
-		if p.name == strings.TrimSpace(name) {
+		if p.name == name {
 			return i
 		}
 	}
@@ -277,7 +280,7 @@ func storageOnce(c StorageConfig, p storagePeer, w workload, round int) (Storage
 		pls[i] = newPayload(w.Size, uint64(2+i))
 	}
 	ph := &run.Phase
-	m := startMeter()
+	m := startMeter(dir)
 	deadline := m.begin.Add(c.MaxTime)
 	if len(lanes) == 1 {
 		results[0] = drive(lanes[0], claim, pls[0], w.PerBatch, deadline)
@@ -341,4 +344,13 @@ func drive(l lane, claim func() int, pl *payload, perBatch int, deadline time.Ti
 		r.lat = append(r.lat, int64(time.Since(t0)))
 		r.records += int64(n)
 	}
+}
+
+// trimAll returns names with the spaces around each removed.
+func trimAll(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = strings.TrimSpace(n)
+	}
+	return out
 }
