@@ -124,21 +124,7 @@ func TestReviewReopenAfterCrashedBenchTxn(t *testing.T) {
 	c.Mode, c.Producers, c.Partitions, c.Records = "transactional", 1, 1, 1000
 	first := mustRun(t, c)
 
-	e, err := engine.Open(c.Dir, engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _ := e.Partition("bench", 0)
-	tp, err := e.NewTransactionalProducer("bench-0", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bld := batch.NewBuilder(batch.CodecNone)
-	bld.Append(1, nil, []byte("x"), nil)
-	if _, err := tp.Send(p, bld); err != nil {
-		t.Fatal(err)
-	}
-	e.Kill()
+	crashMidTxn(t, c.Dir, "bench-0")
 
 	c.Records, c.Readers, c.Isolation = 1000, 1, "read_committed"
 	start := time.Now()
@@ -251,4 +237,29 @@ func TestReviewSyncsObservedNever(t *testing.T) {
 		res.WriteSummary(&b)
 		t.Errorf("fsync never: syncs_observed %d\n%s", res.SyncsObserved, b.String())
 	}
+}
+
+// crashMidTxn reopens the bench's data dir, opens a transaction of
+// transactional id id on partition 0 of the bench's topic with one
+// record, and kills the engine: a crash mid-transaction.
+func crashMidTxn(t *testing.T, dir, id string) {
+	t.Helper()
+	e, err := engine.Open(dir, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.Partition("bench", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := e.NewTransactionalProducer(id, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bld := batch.NewBuilder(batch.CodecNone)
+	bld.Append(1, nil, []byte("x"), nil)
+	if _, err := tp.Send(p, bld); err != nil {
+		t.Fatal(err)
+	}
+	e.Kill()
 }

@@ -6,9 +6,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/idemlog/idemlog/batch"
-	"github.com/idemlog/idemlog/engine"
 )
 
 // TestReview15ReopenCrashedTxnFewerProducers: a transactional run with two
@@ -24,21 +21,7 @@ func TestReview15ReopenCrashedTxnFewerProducers(t *testing.T) {
 	c.BaselineMax = 0
 	first := mustRun(t, c)
 
-	e, err := engine.Open(c.Dir, engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _ := e.Partition("bench", 0)
-	tp, err := e.NewTransactionalProducer("bench-1", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bld := batch.NewBuilder(batch.CodecNone)
-	bld.Append(1, nil, []byte("x"), nil)
-	if _, err := tp.Send(p, bld); err != nil {
-		t.Fatal(err)
-	}
-	e.Kill() // crash mid-transaction
+	crashMidTxn(t, c.Dir, "bench-1")
 
 	c.Producers, c.Records, c.Readers, c.Isolation = 1, 1000, 1, "read_committed"
 	start := time.Now()
@@ -65,21 +48,7 @@ func TestReview15ReopenCrashedTxnBytes(t *testing.T) {
 	c.BaselineMax = 0
 	fresh := mustRun(t, c)
 
-	e, err := engine.Open(c.Dir, engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _ := e.Partition("bench", 0)
-	tp, err := e.NewTransactionalProducer("bench-0", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bld := batch.NewBuilder(batch.CodecNone)
-	bld.Append(1, nil, []byte("x"), nil)
-	if _, err := tp.Send(p, bld); err != nil {
-		t.Fatal(err)
-	}
-	e.Kill()
+	crashMidTxn(t, c.Dir, "bench-0")
 
 	again := mustRun(t, c)
 	po0, po1 := fresh.PartitionOffsets[0], again.PartitionOffsets[0]
