@@ -393,13 +393,15 @@ func (p *Partition) expired(lastTimestamp int64, now time.Time) bool {
 // any sequence is accepted again, which is why the expiration is long.
 func (p *Partition) ExpireProducers() int {
 	now := p.opts.Now()
-	return p.producers.Sweep(func(pid int64, s *pidtable.State) bool {
+	n := p.producers.Sweep(func(pid int64, s *pidtable.State) bool {
 		keep := s.TxnFirstOffset() >= 0 || !p.expired(s.LastTimestamp, now)
 		if !keep {
 			p.verify.clear(pid) // its verification goes with its state
 		}
 		return keep
 	})
+	p.verify.expire(func(taken int64) bool { return p.expired(taken, now) })
+	return n
 }
 
 // Producers returns the number of producers with state in the partition.

@@ -41,8 +41,14 @@ type Verification struct{ token uint64 }
 // verifier holds a partition's verification tokens.
 type verifier struct {
 	mu     sync.Mutex
-	tokens map[int64]uint64 // pid -> its token; deleted by pid's markers (and expiry)
+	tokens map[int64]verifyToken // by pid; deleted by pid's markers and by expiry
 	next   atomic.Uint64
+}
+
+// verifyToken is a producer's token and when it was taken (Unix ms).
+type verifyToken struct {
+	token uint64
+	taken int64
 }
 
 // BeginVerification starts a verification of producer pid's next
@@ -56,13 +62,13 @@ func (p *Partition) BeginVerification(pid int64) Verification {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if t, ok := v.tokens[pid]; ok {
-		return Verification{t}
+		return Verification{t.token}
 	}
 	if v.tokens == nil {
-		v.tokens = map[int64]uint64{}
+		v.tokens = map[int64]verifyToken{}
 	}
 	t := v.next.Add(1)
-	v.tokens[pid] = t
+	v.tokens[pid] = verifyToken{token: t, taken: p.opts.Now().UnixMilli()}
 	return Verification{t}
 }
 
@@ -71,7 +77,7 @@ func (p *Partition) BeginVerification(pid int64) Verification {
 func (v *verifier) verified(pid int64, t uint64) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return t != 0 && v.tokens[pid] == t
+	return t != 0 && v.tokens[pid].token == t
 }
 
 // clear drops pid's token: a marker ended its transaction (the caller
@@ -80,6 +86,26 @@ func (v *verifier) clear(pid int64) {
 	v.mu.Lock()
 	delete(v.tokens, pid)
 	v.mu.Unlock()
+}
+
+// expire drops the tokens taken at a time expired says has expired: a
+// producer whose verification is never followed by its append (the
+// coordinator refused it, the client went away) meets no marker and may
+// have no entry to expire with, so its token would stay for the life of
+// the process. Kafka removes verification entries older than
+// producer.id.expiration.ms with the producers. (From review.) It
+// returns how many it dropped.
+func (v *verifier) expire(expired func(taken int64) bool) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := 0
+	for pid, t := range v.tokens {
+		if expired(t.taken) {
+			delete(v.tokens, pid)
+			n++
+		}
+	}
+	return n
 }
 
 // AppendNoWaitVerified is AppendNoWait for a front end's transactional

@@ -131,7 +131,15 @@ type Log struct {
 	// renamed since the directory was last synced.
 	unsealed   []*segRef
 	unsealedMu sync.Mutex // guards unsealed; taken after mu, or alone
-	dirDirty   atomic.Bool
+	// rollSnaps are the producer snapshots taken at rolls and not yet
+	// written (writeRollSnapshots). pendingMu guards the list, taken
+	// after mu or alone and never across I/O; snapWriteMu orders the
+	// writes of snapshot files (the maintainer's seal, a log-start move,
+	// Close), taken alone.
+	rollSnaps   []rollSnap
+	pendingMu   sync.Mutex
+	snapWriteMu sync.Mutex
+	dirDirty    atomic.Bool
 	// prefaulted is how far the active segment was handed to the
 	// maintainer for prefaulting, prefaultRun the length of that last run.
 	prefaulted, prefaultRun int64
@@ -529,11 +537,13 @@ func (l *Log) roll(base int64) error {
 	l.activeRef.Store(l.active)
 	segs := append(append([]*segRef(nil), *l.segs.Load()...), l.active)
 	l.segs.Store(&segs)
-	var snap []byte
 	if l.opts.Snapshot != nil {
-		snap = bytes.Clone(l.opts.Snapshot(base))
+		snap := rollSnap{offset: base, image: bytes.Clone(l.opts.Snapshot(base))}
+		l.pendingMu.Lock()
+		l.rollSnaps = append(l.rollSnaps, snap)
+		l.pendingMu.Unlock()
 	}
-	l.submit(task{kind: taskSeal, seg: old, end: base, snapshot: snap})
+	l.submit(task{kind: taskSeal, seg: old, end: base})
 	if l.maint.spareWanted.CompareAndSwap(false, true) {
 		l.submit(task{kind: taskSpare})
 	}

@@ -74,9 +74,6 @@ type task struct {
 	// list, whose list references the maintainer drops (after the new log
 	// start was checkpointed).
 	retired []*segRef
-	// seal: the producer snapshot at end, written before the recovery
-	// point moves past it.
-	snapshot []byte
 }
 
 // submit queues t without blocking the writer; prefaults are dropped when
@@ -121,7 +118,7 @@ func (l *Log) runMaintainer() {
 				s.retire(true)
 			}
 		case taskSeal:
-			l.sealRolled(t.seg, t.end, t.snapshot)
+			l.sealRolled(t.seg, t.end)
 		case taskSpare:
 			if cur := l.maint.spare.Load(); cur != nil && cur.Recycled() {
 				// Already a recycled file: keep it.
@@ -163,7 +160,7 @@ func (l *Log) prefaultAhead() int64 {
 
 // sealRolled seals a segment the writer has left, then records that
 // everything below end is durable.
-func (l *Log) sealRolled(seg *segRef, end int64, snapshot []byte) {
+func (l *Log) sealRolled(seg *segRef, end int64) {
 	err := seg.Seal()
 	if err == nil {
 		// Sealed is synced: under DurableVisibility the segment's tail may
@@ -172,8 +169,10 @@ func (l *Log) sealRolled(seg *segRef, end int64, snapshot []byte) {
 		// watermark would skip the tail for the next segment).
 		seg.Publish(seg.Size())
 	}
-	if err == nil && snapshot != nil {
-		err = writeSnapshot(l.dir, end, snapshot)
+	if err == nil {
+		// The roll's snapshot at end, before the recovery point moves
+		// past it (unless a log-start move wrote it already).
+		err = l.writeRollSnapshots()
 	}
 	if err == nil {
 		err = fsutil.SyncDir(l.dir)

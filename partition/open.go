@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -254,7 +255,9 @@ func (l *Log) Close() error {
 	if !l.failed.Load() {
 		err = l.active.Seal()
 		if err == nil && l.opts.Snapshot != nil {
+			l.snapWriteMu.Lock()
 			err = writeSnapshot(l.dir, l.leo, l.opts.Snapshot(l.leo))
+			l.snapWriteMu.Unlock()
 		}
 		if err == nil {
 			l.active.Publish(l.active.Size())
@@ -397,9 +400,43 @@ func writeCheckpoint(path, dir string, offset int64) error {
 	return fsutil.WriteFileAtomic(path, fmt.Appendf(nil, "0\n1\n%s %s %d\n", topic, part, offset))
 }
 
+// rollSnap is a producer snapshot taken at a roll, at the new segment's
+// base, waiting to be written.
+type rollSnap struct {
+	offset int64
+	image  []byte
+}
+
+// writeRollSnapshots writes the roll snapshots not yet written, oldest
+// first; each leaves the list once its file is in place.
+func (l *Log) writeRollSnapshots() error {
+	l.snapWriteMu.Lock()
+	defer l.snapWriteMu.Unlock()
+	for {
+		l.pendingMu.Lock()
+		if len(l.rollSnaps) == 0 {
+			l.pendingMu.Unlock()
+			return nil
+		}
+		snap := l.rollSnaps[0]
+		l.pendingMu.Unlock()
+		if err := writeSnapshot(l.dir, snap.offset, snap.image); err != nil {
+			return err
+		}
+		l.pendingMu.Lock()
+		l.rollSnaps = l.rollSnaps[1:]
+		l.pendingMu.Unlock()
+	}
+}
+
 // writeSnapshot writes a producer-state snapshot image as
-// <offset>.snapshot, atomically, and keeps the newest three: enough for a
-// recovery that cuts the log below the newest one.
+// <offset>.snapshot, atomically, and removes the stray ones: those at
+// neither a segment's base nor the newest offset (Kafka's
+// removeStraySnapshots). A segment's snapshot goes with the segment
+// (deleteSegmentFiles), so one at or below any segment a recovery must
+// replay stays as long as the segment does; keeping only the newest few
+// lost every producer whose only trace was in older ones when a recovery
+// started below them. (From review.) Under snapWriteMu.
 func writeSnapshot(dir string, offset int64, image []byte) error {
 	if err := fsutil.WriteFileAtomic(filepath.Join(dir, segment.FileName(offset, ".snapshot")), image); err != nil {
 		return err
@@ -408,16 +445,22 @@ func writeSnapshot(dir string, offset int64, image []byte) error {
 	if err != nil {
 		return fmt.Errorf("cannot list snapshots: %w", err)
 	}
+	bases := map[int64]bool{}
 	var snaps []int64
 	for _, e := range entries {
 		if off, ok := segment.ParseName(e.Name(), ".snapshot"); ok {
 			snaps = append(snaps, off)
+		} else if base, ok := segment.ParseName(e.Name(), ".log"); ok {
+			bases[base] = true
 		}
 	}
-	sort.Slice(snaps, func(i, j int) bool { return snaps[i] < snaps[j] })
-	for _, off := range snaps[:max(0, len(snaps)-3)] {
+	newest := slices.Max(snaps) // the one just written, at least
+	for _, off := range snaps {
+		if off == newest || bases[off] {
+			continue
+		}
 		if err := os.Remove(filepath.Join(dir, segment.FileName(off, ".snapshot"))); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("cannot prune snapshot: %w", err)
+			return fmt.Errorf("cannot remove stray snapshot: %w", err)
 		}
 	}
 	return nil

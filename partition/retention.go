@@ -162,7 +162,14 @@ func (l *Log) retireStart(retired []*segRef) error {
 	// durable.
 	var err error = ErrClosed
 	if !l.shut.Load() {
-		err = l.writeCheckpoints()
+		// The snapshots of rolls whose seals have not run yet go first:
+		// once the checkpoint moves the start past the older segments,
+		// their snapshots go with them, and a crash before the seal
+		// would leave no snapshot at or above the new first segment,
+		// every producer seen only below it forgotten. (From review.)
+		if err = l.writeRollSnapshots(); err == nil {
+			err = l.writeCheckpoints()
+		}
 	}
 	if len(retired) == 0 {
 		return err
