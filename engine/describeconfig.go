@@ -16,8 +16,11 @@ type ConfigEntry struct {
 	Name  string
 	Value string
 	// Override: the topic set it (CreateTopics' configs); otherwise Value
-	// is the engine's, from Options.
+	// is the engine's.
 	Override bool
+	// Configured: the engine's value comes from its Options (Kafka's
+	// static broker config), not from Kafka's default.
+	Configured bool
 	// Settable: a topic may set it at creation (ValidateTopicConfig);
 	// the others describe fixed behaviour of the engine.
 	Settable bool
@@ -70,17 +73,20 @@ func (e *Engine) defaultConfig(internal bool) []ConfigEntry {
 		retentionBytes = strconv.FormatInt(o.RetentionBytes, 10)
 	}
 	retentionMs := ms(o.RetentionAge, 7*24*time.Hour)
+	retentionSet := o.RetentionAge != 0
 	if internal {
-		retentionMs, retentionBytes = "-1", "-1"
+		// The engine's own setting for its internal topics, whatever the
+		// options say.
+		retentionMs, retentionBytes, retentionSet = "-1", "-1", true
 	}
 	entries := []ConfigEntry{
-		{Name: "max.message.bytes", Value: orDefault(int64(o.MaxBatchSize), batch.DefaultMaxBatchSize), Settable: true, Type: "INT"},
-		{Name: "retention.ms", Value: retentionMs, Settable: true, Type: "LONG"},
-		{Name: "retention.bytes", Value: retentionBytes, Settable: true, Type: "LONG"},
-		{Name: "segment.bytes", Value: orDefault(o.Segment.MaxBytes, segment.DefaultMaxBytes), Settable: true, Type: "INT"},
-		{Name: "segment.ms", Value: ms(o.RollAge, 7*24*time.Hour), Settable: true, Type: "LONG"},
-		{Name: "segment.index.bytes", Value: orDefault(int64(o.Segment.IndexMaxBytes), segment.DefaultIndexMaxBytes), Type: "INT"},
-		{Name: "index.interval.bytes", Value: orDefault(o.Segment.IndexIntervalBytes, segment.DefaultIndexIntervalBytes), Type: "INT"},
+		{Name: "max.message.bytes", Value: orDefault(int64(o.MaxBatchSize), batch.DefaultMaxBatchSize), Settable: true, Type: "INT", Configured: o.MaxBatchSize > 0},
+		{Name: "retention.ms", Value: retentionMs, Settable: true, Type: "LONG", Configured: retentionSet},
+		{Name: "retention.bytes", Value: retentionBytes, Settable: true, Type: "LONG", Configured: o.RetentionBytes > 0 || internal},
+		{Name: "segment.bytes", Value: orDefault(o.Segment.MaxBytes, segment.DefaultMaxBytes), Settable: true, Type: "INT", Configured: o.Segment.MaxBytes > 0},
+		{Name: "segment.ms", Value: ms(o.RollAge, 7*24*time.Hour), Settable: true, Type: "LONG", Configured: o.RollAge != 0},
+		{Name: "segment.index.bytes", Value: orDefault(int64(o.Segment.IndexMaxBytes), segment.DefaultIndexMaxBytes), Type: "INT", Configured: o.Segment.IndexMaxBytes > 0},
+		{Name: "index.interval.bytes", Value: orDefault(o.Segment.IndexIntervalBytes, segment.DefaultIndexIntervalBytes), Type: "INT", Configured: o.Segment.IndexIntervalBytes > 0},
 		{Name: "cleanup.policy", Value: "delete", Type: "LIST"},
 		{Name: "compression.type", Value: "producer", Type: "STRING"},
 		{Name: "message.timestamp.type", Value: "CreateTime", Type: "STRING"},

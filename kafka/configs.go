@@ -40,9 +40,10 @@ var configTypes = map[string]kmsg.ConfigType{
 // broker (`kafka-topics --describe` asks for a topic's, `kafka-configs
 // --describe` for either). A topic shows every config TopicConfig lists:
 // its overrides as dynamic topic configs (source 1), the rest as the
-// engine's defaults (source 5). The broker (its id, or "" for the cluster
-// default) shows the engine's defaults under their broker names and its
-// own settings. Nothing can be altered (no AlterConfigs), so every entry
+// engine's values (source 4 where its Options set them, 5 for Kafka's
+// defaults). The broker (its id) shows the engine's values under their
+// broker names and its own settings; "" (the cluster-wide dynamic
+// defaults) has none. Nothing can be altered (no AlterConfigs), so every entry
 // is read-only but the topic configs CreateTopics may set. ConfigNames
 // keeps only the names listed; synonyms (v1+) give a topic config's
 // broker-level default; documentation (v3+) is not kept (null).
@@ -57,13 +58,17 @@ func (s *Server) describeConfigs(r *kmsg.DescribeConfigsRequest) kmsg.Response {
 		case kmsg.ConfigResourceTypeTopic:
 			entries, err = s.topicConfigs(r, rr.ResourceName)
 		case kmsg.ConfigResourceTypeBroker:
-			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(s.opts.NodeID)) {
+			switch rr.ResourceName {
+			case "":
+				// The cluster-wide dynamic defaults (Kafka's
+				// currentDynamicDefaultConfigs): idemlog has none.
+			case strconv.Itoa(int(s.opts.NodeID)):
+				entries = s.brokerConfigs(r)
+			default:
 				err = errConfigResource
 				msg := "unexpected broker id, expected " + strconv.Itoa(int(s.opts.NodeID)) + " or empty string"
 				out.ErrorMessage = &msg
-				break
 			}
-			entries = s.brokerConfigs(r)
 		default:
 			err = errConfigResource
 			msg := "unsupported resource type"
@@ -77,7 +82,8 @@ func (s *Server) describeConfigs(r *kmsg.DescribeConfigsRequest) kmsg.Response {
 			}
 		} else {
 			for _, e := range entries {
-				if rr.ConfigNames == nil || slices.Contains(rr.ConfigNames, e.Name) {
+				// Null or empty: every config (Kafka's buildConfigEntries).
+				if len(rr.ConfigNames) == 0 || slices.Contains(rr.ConfigNames, e.Name) {
 					out.Configs = append(out.Configs, e)
 				}
 			}
@@ -99,7 +105,10 @@ func (s *Server) topicConfigs(r *kmsg.DescribeConfigsRequest, topic string) ([]k
 	defaults := s.eng.DefaultTopicConfig()
 	out := make([]kmsg.DescribeConfigsResponseResourceConfig, 0, len(cfg))
 	for i, c := range cfg {
-		source := kmsg.ConfigSourceDefaultConfig
+		// The source is the first of the topic's override, the engine's
+		// setting (a static broker config) and Kafka's default that is
+		// set, as Kafka takes the first set synonym's.
+		source := engineSource(c)
 		if c.Override {
 			source = kmsg.ConfigSourceDynamicTopicConfig
 		}
@@ -109,7 +118,8 @@ func (s *Server) topicConfigs(r *kmsg.DescribeConfigsRequest, topic string) ([]k
 				e.ConfigSynonyms = append(e.ConfigSynonyms, synonym(c.Name, c.Value, kmsg.ConfigSourceDynamicTopicConfig))
 			}
 			if i < len(defaults) && defaults[i].Name == c.Name {
-				e.ConfigSynonyms = append(e.ConfigSynonyms, synonym(brokerConfigNames[c.Name], defaults[i].Value, kmsg.ConfigSourceDefaultConfig))
+				d := defaults[i]
+				e.ConfigSynonyms = append(e.ConfigSynonyms, synonym(brokerConfigNames[c.Name], d.Value, engineSource(d)))
 			}
 		}
 		out = append(out, e)
@@ -121,7 +131,7 @@ func (s *Server) topicConfigs(r *kmsg.DescribeConfigsRequest, topic string) ([]k
 func (s *Server) brokerConfigs(r *kmsg.DescribeConfigsRequest) []kmsg.DescribeConfigsResponseResourceConfig {
 	var out []kmsg.DescribeConfigsResponseResourceConfig
 	for _, c := range s.eng.DefaultTopicConfig() {
-		out = append(out, configEntry(r, brokerConfigNames[c.Name], c.Value, c.Type, kmsg.ConfigSourceDefaultConfig, true))
+		out = append(out, configEntry(r, brokerConfigNames[c.Name], c.Value, c.Type, engineSource(c), true))
 	}
 	out = append(out,
 		configEntry(r, "broker.id", strconv.Itoa(int(s.opts.NodeID)), "INT", kmsg.ConfigSourceStaticBrokerConfig, true),
@@ -130,6 +140,15 @@ func (s *Server) brokerConfigs(r *kmsg.DescribeConfigsRequest) []kmsg.DescribeCo
 	)
 	slices.SortFunc(out, func(a, b kmsg.DescribeConfigsResponseResourceConfig) int { return cmp.Compare(a.Name, b.Name) })
 	return out
+}
+
+// engineSource is where the engine's value of c comes from: its Options
+// (Kafka's static broker config) or Kafka's default.
+func engineSource(c engine.ConfigEntry) kmsg.ConfigSource {
+	if c.Configured {
+		return kmsg.ConfigSourceStaticBrokerConfig
+	}
+	return kmsg.ConfigSourceDefaultConfig
 }
 
 func configEntry(r *kmsg.DescribeConfigsRequest, name, value, typ string, source kmsg.ConfigSource, readOnly bool) kmsg.DescribeConfigsResponseResourceConfig {

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"net"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/idemlog/idemlog/kafka/group"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -83,10 +85,23 @@ func (s *Server) describeGroups(r *kmsg.DescribeGroupsRequest) kmsg.Response {
 }
 
 // clientHost is how Kafka writes a client's address in DescribeGroups:
-// "/" and the IP address (Java's InetAddress.toString with no host name).
+// "/" and the IP address (Java's InetAddress.toString with no host name),
+// an IPv6 one with all eight groups, none compressed, as Java's
+// Inet6Address.getHostAddress writes it.
 func clientHost(a net.Addr) string {
 	if ta, ok := a.(*net.TCPAddr); ok {
-		return "/" + ta.IP.String()
+		if ta.IP.To4() != nil || len(ta.IP) != net.IPv6len {
+			return "/" + ta.IP.String()
+		}
+		groups := make([]string, 8)
+		for i := range groups {
+			groups[i] = strconv.FormatUint(uint64(ta.IP[2*i])<<8|uint64(ta.IP[2*i+1]), 16)
+		}
+		host := strings.Join(groups, ":")
+		if ta.Zone != "" {
+			host += "%" + ta.Zone
+		}
+		return "/" + host
 	}
 	if host, _, err := net.SplitHostPort(a.String()); err == nil {
 		return "/" + host

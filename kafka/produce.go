@@ -168,68 +168,83 @@ func transactionalProducer(r *kmsg.ProduceRequest) (int64, error) {
 var (
 	errTxnIDAuthorization = errcode.New(kerr.TransactionalIDAuthorizationFailed.Code, "transactional records without a transactional id")
 	errNotOneBatch        = errcode.New(kerr.InvalidRecord.Code, "produce v3+ takes exactly one record batch of magic 2 per partition")
+	errCorruptFrame       = errcode.New(kerr.CorruptMessage.Code, "records whose framing is corrupt (length below 14 or magic outside 0-2)")
 	errZstdBeforeV7       = errcode.New(kerr.UnsupportedCompressionType.Code, "produce before v7 may not use zstd")
 )
 
 // checkProduceRecords is Kafka's ProduceRequest.validateRecords for one
 // partition: exactly one batch, of magic 2, and no zstd before v7 (KIP-110:
-// older consumers could not read it). INVALID_RECORD is not retriable
-// where CORRUPT_MESSAGE, which the batch checks would answer, is: a client
-// would resend what can never succeed. (From review.) What Kafka's batch
-// iterator itself refuses (a length below the header, a magic above 2)
-// stays CORRUPT_MESSAGE, from the engine's checks.
+// older consumers could not read it), with Kafka's batch iterator
+// (kafkaFrame) deciding what a batch is. INVALID_RECORD is not retriable
+// where CORRUPT_MESSAGE is: a client would resend what can never succeed.
+// (From review.) What the iterator itself throws on (a length below 14, a
+// magic outside 0-2) is CORRUPT_MESSAGE.
 //
-// It returns the records to append: recs, less a partial batch after the
-// first, which Kafka's iterator does not see and its log append trims
-// (UnifiedLog.trimInvalidBytes), answering success for the batch before
-// it (partialTail says which tails are partial and which corrupt).
+// It returns the records to append: recs, less a partial frame after the
+// batch, which the iterator does not see and Kafka's log append trims
+// (UnifiedLog.trimInvalidBytes), answering success for the batch.
 func checkProduceRecords(version int16, recs []byte) ([]byte, error) {
-	n, err := batch.Size(recs)
-	if errors.Is(err, batch.ErrTruncated) {
-		return nil, errNotOneBatch // no complete batch: Kafka's iterator has none
+	kind, n := kafkaFrame(recs)
+	switch kind {
+	case framePartial:
+		return nil, errNotOneBatch // no batch at all
+	case frameCorrupt:
+		return nil, errCorruptFrame
 	}
-	if err != nil {
-		return recs, nil
-	}
-	if m := batch.Batch(recs[:n]).Magic(); m == 0 || m == 1 {
+	if batch.Batch(recs).Magic() != batch.Magic {
 		return nil, errNotOneBatch
-	}
-	if _, err := batch.Size(recs[n:]); err == nil {
-		return nil, errNotOneBatch // a second complete batch
 	}
 	if version < 7 && batch.Batch(recs[:n]).Codec() == batch.CodecZstd {
 		return nil, errZstdBeforeV7
 	}
-	if n < len(recs) && partialTail(recs[n:]) {
-		return recs[:n], nil
+	if n == len(recs) {
+		return recs, nil
 	}
-	return recs, nil
+	switch kind, _ := kafkaFrame(recs[n:]); kind {
+	case frameWhole:
+		return nil, errNotOneBatch // a second batch, whatever its size
+	case frameCorrupt:
+		return nil, errCorruptFrame
+	}
+	return recs[:n], nil
 }
 
-// partialTail reports whether rest, the bytes after a produce's batch,
-// is what Kafka's batch iterator (ByteBufferLogInputStream.nextBatch)
-// takes for the start of a batch cut short, and so ends the iteration
-// quietly, rather than a corrupt one: fewer bytes than the length field's
-// end, or than the magic's, or than the length announces, with a length
-// of at least 14 (LegacyRecord's smallest) and a magic of 0 to 2. A
-// corrupt tail is left to the engine's checks (CORRUPT_MESSAGE), as Kafka
-// throws CorruptRecordException there.
-func partialTail(rest []byte) bool {
+// frameKind is what Kafka's batch iterator makes of the bytes at a
+// position.
+type frameKind int
+
+const (
+	framePartial frameKind = iota // a frame cut short: the iteration ends quietly
+	frameCorrupt                  // the iterator throws CorruptRecordException
+	frameWhole                    // a complete frame: a batch to the iterator
+)
+
+// kafkaFrame classifies b as ByteBufferLogInputStream.nextBatch does, in
+// its order: fewer than 12 bytes (offset and length) is partial; a length
+// below 14 (LegacyRecord's smallest record) is corrupt; fewer than 17
+// bytes (up to the magic) is partial; a magic outside 0-2 is corrupt;
+// fewer bytes than the length announces is partial; otherwise it is a
+// whole frame of n bytes, whatever its magic or size (the checks of the
+// batch itself come later).
+func kafkaFrame(b []byte) (kind frameKind, n int) {
 	const lengthEnd, magicEnd, minLength = 12, 17, 14
-	if len(rest) < lengthEnd {
-		return true
+	if len(b) < lengthEnd {
+		return framePartial, 0
 	}
-	length := int32(binary.BigEndian.Uint32(rest[8:lengthEnd]))
+	length := int32(binary.BigEndian.Uint32(b[8:lengthEnd]))
 	if length < minLength {
-		return false
+		return frameCorrupt, 0
 	}
-	if len(rest) < magicEnd {
-		return true
+	if len(b) < magicEnd {
+		return framePartial, 0
 	}
-	if m := int8(rest[16]); m < 0 || m > 2 {
-		return false
+	if m := int8(b[magicEnd-1]); m < 0 || m > 2 {
+		return frameCorrupt, 0
 	}
-	return int64(len(rest)) < int64(length)+lengthEnd
+	if size := int64(length) + lengthEnd; int64(len(b)) >= size {
+		return frameWhole, int(size)
+	}
+	return framePartial, 0
 }
 
 var (
