@@ -62,6 +62,9 @@ type Summary struct {
 	// FirstCorrupt is the file position of the first corrupt batch or of the
 	// point where the walk stopped, whichever comes first; -1 if neither.
 	FirstCorrupt int64
+	// ZeroTail is the size of the zeros that end the file after the last
+	// batch: an active segment's preallocated space.
+	ZeroTail int64
 }
 
 // DumpFile dumps the segment at path to w. See Dump.
@@ -166,6 +169,20 @@ func (d *dumper) walk(r io.Reader) error {
 		n, err := io.ReadFull(br, buf[:framingSize])
 		if err == io.EOF {
 			return nil
+		}
+		if err == nil && allZero(buf[:n]) {
+			// The unwritten end of an active segment (a live partition,
+			// or one not closed cleanly): preallocated zeros, space
+			// rather than a batch, as verify and the index dump take
+			// them, if zeros run to the end. (From review: every crashed
+			// or live partition dumped as corrupt.) A whole framing of
+			// zeros at least: a batch's length field is never zero,
+			// while a torn batch's first bytes (a small base offset)
+			// may be.
+			if z, ok := zeroRest(br); ok {
+				d.sum.ZeroTail = int64(n) + z
+				return nil
+			}
 		}
 		if err == io.ErrUnexpectedEOF {
 			return d.stop(pos, fmt.Errorf("cannot frame batch at position %d: %d bytes left, framing needs %d: %w",
@@ -314,7 +331,30 @@ func (d *dumper) writeSummary(stopErr error) {
 	if stopErr != nil {
 		d.printf(", stopped at position %d", s.Bytes)
 	}
+	if s.ZeroTail > 0 {
+		d.printf(", then %d bytes of preallocated zeros", s.ZeroTail)
+	}
 	d.printf("\n")
+}
+
+// zeroRest reads r to its end and reports whether every byte was zero,
+// and how many there were.
+func zeroRest(r io.Reader) (int64, bool) {
+	var buf [32 << 10]byte
+	var total int64
+	for {
+		n, err := r.Read(buf[:])
+		if !allZero(buf[:n]) {
+			return total, false
+		}
+		total += int64(n)
+		if err == io.EOF {
+			return total, true
+		}
+		if err != nil {
+			return total, false
+		}
+	}
 }
 
 func count(n int64, one, many string) string {

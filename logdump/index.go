@@ -39,13 +39,16 @@ func DumpPath(w io.Writer, path string, opts Options) error {
 		if len(files) == 0 {
 			return fmt.Errorf("cannot dump %s: no .log files in it", path)
 		}
-		var errs []error
+		var errs FileErrors
 		for _, f := range files {
 			if _, err := DumpFile(w, f, opts); err != nil {
 				errs = append(errs, err)
 			}
 		}
-		return errors.Join(errs...)
+		if len(errs) == 0 {
+			return nil
+		}
+		return errs
 	}
 	switch {
 	case strings.HasSuffix(path, ".index"):
@@ -56,6 +59,14 @@ func DumpPath(w io.Writer, path string, opts Options) error {
 	_, err := DumpFile(w, path, opts)
 	return err
 }
+
+// FileErrors is DumpPath's error for a directory: one error per bad file,
+// each naming its file. (A single file's error may wrap several causes;
+// only this type is a list of files.)
+type FileErrors []error
+
+func (e FileErrors) Error() string   { return errors.Join(e...).Error() }
+func (e FileErrors) Unwrap() []error { return e }
 
 // indexKind describes one of the two index formats (see package index).
 type indexKind struct {

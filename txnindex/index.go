@@ -100,6 +100,26 @@ func Open(path string, base int64) (*Index, error) {
 	return x, nil
 }
 
+// ReadFile returns the entries of the index at path for the segment with
+// base offset base, opening the file read-only (an offline check must
+// work on a read-only copy and change nothing); it checks what Open
+// checks. A missing file has no entries.
+func ReadFile(path string, base int64) ([]Entry, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot open transaction index: %w", err)
+	}
+	defer f.Close()
+	entries, err := load(f, base)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read transaction index %s: %w", path, err)
+	}
+	return entries, nil
+}
+
 // Create returns an empty index at path, removing any file there: the
 // starting point for recovering a segment whose index failed Open.
 func Create(path string, base int64) (*Index, error) {

@@ -94,8 +94,9 @@ func runDump(args []string, stdout, stderr io.Writer) int {
 		status = exitFail
 		// A directory's bad files come joined; each gets its own line.
 		errs := []error{err}
-		if j, ok := err.(interface{ Unwrap() []error }); ok {
-			errs = j.Unwrap()
+		var files logdump.FileErrors
+		if errors.As(err, &files) {
+			errs = files
 		}
 		for _, e := range errs {
 			fmt.Fprintf(stderr, "idemlog dump: %v\n", e)
