@@ -317,6 +317,30 @@ func (e *Engine) CreateNewTopic(topic string, partitions int, cfg map[string]str
 	return e.createTopic(topic, partitions, cfg, true)
 }
 
+// ErrInvalidPartitions: AddPartitions to no more partitions than the
+// topic has (Kafka's INVALID_PARTITIONS, 37).
+var ErrInvalidPartitions = errcode.New(37, "invalid partition count")
+
+// AddPartitions raises topic's partition count to count, as Kafka's
+// CreatePartitions: the new partitions take the topic's configs (those
+// its partition 0 was created with) and its id. ErrUnknownTopicOrPartition
+// for an unknown topic, ErrInvalidPartitions unless count is above the
+// current count, ErrInvalidTopic for an internal topic (the engine maps
+// groups and transactional ids onto their fixed partition counts).
+func (e *Engine) AddPartitions(topic string, count int) error {
+	p0, err := e.Partition(topic, 0)
+	if err != nil {
+		return err
+	}
+	if IsInternalTopic(topic) {
+		return fmt.Errorf("cannot add partitions to internal topic %q: %w", topic, ErrInvalidTopic)
+	}
+	if cur := e.Topics()[topic]; count <= cur || count > 1<<20 {
+		return fmt.Errorf("cannot raise topic %q from %d to %d partitions: %w", topic, cur, count, ErrInvalidPartitions)
+	}
+	return e.createTopic(topic, count, p0.config, false)
+}
+
 // collisionKey is the name Kafka compares for collisions.
 func collisionKey(topic string) string { return strings.ReplaceAll(topic, ".", "_") }
 

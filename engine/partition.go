@@ -155,6 +155,29 @@ func (p *Partition) Advanced() <-chan struct{} { return p.log.Advanced() }
 
 // gone turns a closed log's error into ErrUnknownTopicOrPartition when the
 // partition was deleted: what a client retries after a metadata refresh.
+// DeleteRecordsBefore is Kafka's DeleteRecords on the partition: the log
+// start moves up to offset (-1: the high watermark), the segments wholly
+// below it are deleted, and it returns the log start after the call (the
+// low watermark). Producer state stays (spec 2.8: since KIP-360 it
+// outlives its records). partition.ErrOffsetOutOfRange above the high
+// watermark or below -1; ErrInvalidTopic on an internal topic, whose
+// records are the engine's state.
+func (p *Partition) DeleteRecordsBefore(offset int64) (int64, error) {
+	if IsInternalTopic(p.topic) {
+		return 0, fmt.Errorf("cannot delete records of internal topic %q: %w", p.topic, ErrInvalidTopic)
+	}
+	if offset == -1 {
+		offset = p.log.HighWatermark()
+	}
+	if offset < 0 {
+		return 0, fmt.Errorf("cannot delete records below offset %d: %w", offset, partition.ErrOffsetOutOfRange)
+	}
+	if err := p.log.DeleteRecordsBefore(offset); err != nil {
+		return 0, p.gone(err)
+	}
+	return p.log.LogStartOffset(), nil
+}
+
 func (p *Partition) gone(err error) error {
 	if err == nil || !errors.Is(err, partition.ErrClosed) {
 		return err

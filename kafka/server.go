@@ -598,6 +598,10 @@ func (s *Server) handle(ctx context.Context, h header, req kmsg.Request) pending
 		p.resp = s.describeGroups(r)
 	case *kmsg.DescribeConfigsRequest:
 		p.resp = s.describeConfigs(r)
+	case *kmsg.DeleteRecordsRequest:
+		p.resp = s.deleteRecords(r)
+	case *kmsg.CreatePartitionsRequest:
+		p.resp = s.createPartitions(r)
 	default:
 		panic(fmt.Sprintf("BUG: advertised key %d has no handler", key))
 	}

@@ -44,6 +44,8 @@ var apis = []apiRange{
 	{kmsg.ListGroups, 0, 4},
 	{kmsg.DescribeGroups, 0, 5},
 	{kmsg.DescribeConfigs, 0, 4},
+	{kmsg.DeleteRecords, 0, 2},
+	{kmsg.CreatePartitions, 0, 3},
 }
 
 // versionTable is apis indexed by key, for the per-request check.

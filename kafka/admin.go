@@ -1,0 +1,97 @@
+package kafka
+
+import (
+	"fmt"
+
+	"github.com/idemlog/idemlog/engine"
+	"github.com/idemlog/idemlog/errcode"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// deleteRecords answers DeleteRecords v0-2 (kafka-delete-records, kadm):
+// each partition's log start moves up to the offset asked (-1: the high
+// watermark), and the answer is the log start after it, the low
+// watermark; -1 with an error (an offset above the high watermark is
+// OFFSET_OUT_OF_RANGE, an internal topic INVALID_TOPIC_EXCEPTION).
+func (s *Server) deleteRecords(r *kmsg.DeleteRecordsRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	for _, rt := range r.Topics {
+		t := kmsg.NewDeleteRecordsResponseTopic()
+		t.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			out := kmsg.NewDeleteRecordsResponseTopicPartition()
+			out.Partition, out.LowWatermark = rp.Partition, -1
+			p, err := s.eng.Partition(rt.Topic, int(rp.Partition))
+			if err == nil {
+				var low int64
+				if low, err = p.DeleteRecordsBefore(rp.Offset); err == nil {
+					out.LowWatermark = low
+					s.log.Info("deleted records", "topic", rt.Topic, "partition", rp.Partition, "log_start", low)
+				}
+			}
+			out.ErrorCode = s.code(kmsg.DeleteRecords, err)
+			t.Partitions = append(t.Partitions, out)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp
+}
+
+// createPartitions answers CreatePartitions v0-3 (kafka-topics --alter
+// --partitions): a topic's partition count rises to Count, the new
+// partitions taking the topic's configs. An assignment, if given, must
+// place each new partition on this node alone. A topic named twice is
+// refused for every entry (INVALID_REQUEST), as Kafka does.
+func (s *Server) createPartitions(r *kmsg.CreatePartitionsRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	seen := map[string]int{}
+	for _, rt := range r.Topics {
+		seen[rt.Topic]++
+	}
+	for _, rt := range r.Topics {
+		t := kmsg.NewCreatePartitionsResponseTopic()
+		t.Topic = rt.Topic
+		cur, exists := s.eng.Topics()[rt.Topic]
+		var err error
+		switch {
+		case seen[rt.Topic] > 1:
+			err = errcode.New(kerr.InvalidRequest.Code, "duplicate topic in request")
+		case !exists:
+			err = engine.ErrUnknownTopicOrPartition
+		case int(rt.Count) <= cur:
+			err = fmt.Errorf("topic %q has %d partitions, cannot go to %d: %w", rt.Topic, cur, rt.Count, engine.ErrInvalidPartitions)
+		case rt.Assignment != nil && !newOnThisNode(rt.Assignment, int(rt.Count)-cur, s.opts.NodeID):
+			err = errcode.New(kerr.InvalidReplicaAssignment.Code, "the assignment must give each new partition this node alone")
+		case r.ValidateOnly:
+			if engine.IsInternalTopic(rt.Topic) {
+				err = engine.ErrInvalidTopic
+			}
+		default:
+			if err = s.eng.AddPartitions(rt.Topic, int(rt.Count)); err == nil {
+				s.log.Info("added partitions", "topic", rt.Topic, "from", cur, "to", rt.Count)
+			}
+		}
+		if err != nil {
+			t.ErrorCode = s.code(kmsg.CreatePartitions, err)
+			msg := err.Error()
+			t.ErrorMessage = &msg
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp
+}
+
+// newOnThisNode reports whether an assignment names n new partitions,
+// each with this node as its only replica.
+func newOnThisNode(assign []kmsg.CreatePartitionsRequestTopicAssignment, n int, node int32) bool {
+	if len(assign) != n {
+		return false
+	}
+	for _, a := range assign {
+		if len(a.Replicas) != 1 || a.Replicas[0] != node {
+			return false
+		}
+	}
+	return true
+}
