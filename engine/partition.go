@@ -380,8 +380,35 @@ func (p *Partition) loadProducers(dir string) error {
 	return p.replay(from, leo)
 }
 
-// replay applies every batch with a producer id in [from, to).
+// replay applies every batch with a producer id in [from, to). A replay
+// that applies anything writes a snapshot at each segment base it passes
+// that has none, and one at to (spec 2.6 (3), 2.7): without them a
+// segment whose roll snapshot a crash lost stayed without one, and once
+// retention took the segments below it, a later crash left no snapshot
+// at or above the first segment, every producer seen only below it
+// forgotten. (From review.)
 func (p *Partition) replay(from, to int64) error {
+	if from >= to {
+		return nil
+	}
+	have := map[int64]bool{}
+	if snaps, err := producer.ListSnapshots(p.log.Dir()); err == nil {
+		for _, off := range snaps {
+			have[off] = true
+		}
+	}
+	var missing []int64 // in order
+	for _, base := range p.log.SegmentBases() {
+		if base > from && base < to && !have[base] {
+			missing = append(missing, base)
+		}
+	}
+	snapshot := func(off int64) error {
+		if err := p.log.WriteSnapshot(off, p.snapshotImage(off)); err != nil {
+			return fmt.Errorf("cannot write producer snapshot at %d: %w", off, err)
+		}
+		return nil
+	}
 	for off := from; off < to; {
 		c, err := p.log.ReadRetained(off, 1<<20)
 		if err != nil {
@@ -394,6 +421,13 @@ func (p *Partition) replay(from, to int64) error {
 				return fmt.Errorf("cannot replay producer state at %d: %w", off, err)
 			}
 			b := batch.Batch(data[:n])
+			for len(missing) > 0 && b.BaseOffset() >= missing[0] {
+				if err := snapshot(missing[0]); err != nil {
+					c.Release()
+					return err
+				}
+				missing = missing[1:]
+			}
 			if err := p.replayBatch(b); err != nil {
 				c.Release()
 				return err
@@ -403,7 +437,15 @@ func (p *Partition) replay(from, to int64) error {
 		off = c.NextOffset
 		c.Release()
 	}
-	return nil
+	for _, base := range missing {
+		if err := snapshot(base); err != nil {
+			return err
+		}
+	}
+	if have[to] {
+		return nil
+	}
+	return snapshot(to)
 }
 
 func (p *Partition) expired(lastTimestamp int64, now time.Time) bool {

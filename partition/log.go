@@ -1,8 +1,8 @@
 package partition
 
 import (
-	"bytes"
 	"fmt"
+	"github.com/idemlog/idemlog/internal/fsutil"
 	"math"
 	"sort"
 	"sync"
@@ -131,15 +131,7 @@ type Log struct {
 	// renamed since the directory was last synced.
 	unsealed   []*segRef
 	unsealedMu sync.Mutex // guards unsealed; taken after mu, or alone
-	// rollSnaps are the producer snapshots taken at rolls and not yet
-	// written (writeRollSnapshots). pendingMu guards the list, taken
-	// after mu or alone and never across I/O; snapWriteMu orders the
-	// writes of snapshot files (the maintainer's seal, a log-start move,
-	// Close), taken alone.
-	rollSnaps   []rollSnap
-	pendingMu   sync.Mutex
-	snapWriteMu sync.Mutex
-	dirDirty    atomic.Bool
+	dirDirty   atomic.Bool
 	// prefaulted is how far the active segment was handed to the
 	// maintainer for prefaulting, prefaultRun the length of that last run.
 	prefaulted, prefaultRun int64
@@ -504,6 +496,27 @@ func (l *Log) roll(base int64) error {
 		l.fail(err)
 		return fmt.Errorf("cannot roll to offset %d: %w: %w", base, ErrFailed, err)
 	}
+	// The producer snapshot at the new base is written first, under mu,
+	// unsynced (the seal syncs it), as Kafka's roll does: from the moment
+	// the roll returns, a process crash must find it. A snapshot left to
+	// the maintainer was lost by a crash before the seal, and a log start
+	// moved meanwhile (a purge, retention) then left no snapshot at or
+	// above the first segment: every producer seen only below it was
+	// forgotten, and its retries written twice. (From review.) A failure
+	// here leaves the log as it was.
+	if l.opts.Snapshot != nil {
+		// A roll at or below the log start (after a purge) makes every
+		// older segment deletable at the next open: its snapshot is then
+		// the only record of their producers, so it is synced now.
+		first := base <= l.logStart.Load()
+		err := writeSnapshot(l.dir, base, l.opts.Snapshot(base), first)
+		if err == nil && first {
+			err = fsutil.SyncDir(l.dir)
+		}
+		if err != nil {
+			return fmt.Errorf("cannot roll to offset %d: %w", base, segment.IOError(err))
+		}
+	}
 	var next *segment.Segment
 	var err error
 	if sp := l.maint.spare.Swap(nil); sp != nil {
@@ -537,12 +550,6 @@ func (l *Log) roll(base int64) error {
 	l.activeRef.Store(l.active)
 	segs := append(append([]*segRef(nil), *l.segs.Load()...), l.active)
 	l.segs.Store(&segs)
-	if l.opts.Snapshot != nil {
-		snap := rollSnap{offset: base, image: bytes.Clone(l.opts.Snapshot(base))}
-		l.pendingMu.Lock()
-		l.rollSnaps = append(l.rollSnaps, snap)
-		l.pendingMu.Unlock()
-	}
 	l.submit(task{kind: taskSeal, seg: old, end: base})
 	if l.maint.spareWanted.CompareAndSwap(false, true) {
 		l.submit(task{kind: taskSpare})
@@ -865,6 +872,28 @@ func (l *Log) Locked(fn func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	fn()
+}
+
+// SegmentBases returns the base offsets of the log's segments, in order.
+func (l *Log) SegmentBases() []int64 {
+	segs := *l.segs.Load()
+	out := make([]int64, len(segs))
+	for i, s := range segs {
+		out[i] = s.Base()
+	}
+	return out
+}
+
+// WriteSnapshot writes a producer-state snapshot image at offset, synced,
+// as a rebuild of producer state does at the segment bases it replays
+// past and at its end (spec 2.6 (3)).
+func (l *Log) WriteSnapshot(offset int64, image []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := writeSnapshot(l.dir, offset, image, true); err != nil {
+		return err
+	}
+	return fsutil.SyncDir(l.dir)
 }
 
 // WrittenEnd returns the end offset of everything appended, visible to

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"path/filepath"
 	"sync/atomic"
 
 	"github.com/idemlog/idemlog/internal/fsutil"
@@ -170,9 +171,9 @@ func (l *Log) sealRolled(seg *segRef, end int64) {
 		seg.Publish(seg.Size())
 	}
 	if err == nil {
-		// The roll's snapshot at end, before the recovery point moves
-		// past it (unless a log-start move wrote it already).
-		err = l.writeRollSnapshots()
+		// The roll's snapshot at end, written unsynced by the roll: on
+		// disk before the recovery point moves past it.
+		err = fsutil.SyncFile(filepath.Join(l.dir, segment.FileName(end, ".snapshot")))
 	}
 	if err == nil {
 		err = fsutil.SyncDir(l.dir)

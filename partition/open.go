@@ -255,9 +255,7 @@ func (l *Log) Close() error {
 	if !l.failed.Load() {
 		err = l.active.Seal()
 		if err == nil && l.opts.Snapshot != nil {
-			l.snapWriteMu.Lock()
-			err = writeSnapshot(l.dir, l.leo, l.opts.Snapshot(l.leo))
-			l.snapWriteMu.Unlock()
+			err = writeSnapshot(l.dir, l.leo, l.opts.Snapshot(l.leo), true)
 		}
 		if err == nil {
 			l.active.Publish(l.active.Size())
@@ -400,35 +398,6 @@ func writeCheckpoint(path, dir string, offset int64) error {
 	return fsutil.WriteFileAtomic(path, fmt.Appendf(nil, "0\n1\n%s %s %d\n", topic, part, offset))
 }
 
-// rollSnap is a producer snapshot taken at a roll, at the new segment's
-// base, waiting to be written.
-type rollSnap struct {
-	offset int64
-	image  []byte
-}
-
-// writeRollSnapshots writes the roll snapshots not yet written, oldest
-// first; each leaves the list once its file is in place.
-func (l *Log) writeRollSnapshots() error {
-	l.snapWriteMu.Lock()
-	defer l.snapWriteMu.Unlock()
-	for {
-		l.pendingMu.Lock()
-		if len(l.rollSnaps) == 0 {
-			l.pendingMu.Unlock()
-			return nil
-		}
-		snap := l.rollSnaps[0]
-		l.pendingMu.Unlock()
-		if err := writeSnapshot(l.dir, snap.offset, snap.image); err != nil {
-			return err
-		}
-		l.pendingMu.Lock()
-		l.rollSnaps = l.rollSnaps[1:]
-		l.pendingMu.Unlock()
-	}
-}
-
 // writeSnapshot writes a producer-state snapshot image as
 // <offset>.snapshot, atomically, and removes the stray ones: those at
 // neither a segment's base nor the newest offset (Kafka's
@@ -436,9 +405,16 @@ func (l *Log) writeRollSnapshots() error {
 // (deleteSegmentFiles), so one at or below any segment a recovery must
 // replay stays as long as the segment does; keeping only the newest few
 // lost every producer whose only trace was in older ones when a recovery
-// started below them. (From review.) Under snapWriteMu.
-func writeSnapshot(dir string, offset int64, image []byte) error {
-	if err := fsutil.WriteFileAtomic(filepath.Join(dir, segment.FileName(offset, ".snapshot")), image); err != nil {
+// started below them. (From review.) With sync the file is durable when
+// it returns; without, a roll's, the seal syncs it later. Under mu, or
+// while the log is being opened.
+func writeSnapshot(dir string, offset int64, image []byte, sync bool) error {
+	path := filepath.Join(dir, segment.FileName(offset, ".snapshot"))
+	write := fsutil.WriteFileNoSync
+	if sync {
+		write = fsutil.WriteFileAtomic
+	}
+	if err := write(path, image); err != nil {
 		return err
 	}
 	entries, err := os.ReadDir(dir)

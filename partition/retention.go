@@ -2,6 +2,7 @@ package partition
 
 import (
 	"fmt"
+	"github.com/idemlog/idemlog/internal/fsutil"
 	"os"
 	"path/filepath"
 
@@ -144,6 +145,16 @@ func (l *Log) detachStartLocked(segs []*segRef, n int) []*segRef {
 	return append([]*segRef(nil), segs[:n]...)
 }
 
+// syncFirstSnapshot makes the snapshot at the first segment's base, if
+// there is one, and its name durable.
+func (l *Log) syncFirstSnapshot() error {
+	first := (*l.segs.Load())[0].Base()
+	if err := fsutil.SyncFile(filepath.Join(l.dir, segment.FileName(first, ".snapshot"))); err != nil {
+		return err
+	}
+	return fsutil.SyncDir(l.dir)
+}
+
 // retireStart checkpoints the log start (not under mu) and then hands the
 // segments detachStartLocked took off the list to the maintainer, which
 // drops the list's references and so deletes (or recycles) their files.
@@ -162,12 +173,12 @@ func (l *Log) retireStart(retired []*segRef) error {
 	// durable.
 	var err error = ErrClosed
 	if !l.shut.Load() {
-		// The snapshots of rolls whose seals have not run yet go first:
-		// once the checkpoint moves the start past the older segments,
-		// their snapshots go with them, and a crash before the seal
-		// would leave no snapshot at or above the new first segment,
-		// every producer seen only below it forgotten. (From review.)
-		if err = l.writeRollSnapshots(); err == nil {
+		// The new first segment's snapshot, which its roll wrote
+		// unsynced, goes to disk first: once the checkpoint moves the
+		// start past the older segments, their snapshots go with them,
+		// and after a machine crash that one would be the only record
+		// of every producer seen only below it. (From review.)
+		if err = l.syncFirstSnapshot(); err == nil {
 			err = l.writeCheckpoints()
 		}
 	}

@@ -764,6 +764,10 @@ func (s *Segment) Delete() error {
 	return err
 }
 
+// IOError wraps err from a file operation as ErrNoSpace (a full disk) or
+// ErrIO, for callers outside the package that write beside segments.
+func IOError(err error) error { return ioErr(err) }
+
 func ioErr(err error) error {
 	if errors.Is(err, errNoSpace) {
 		return errors.Join(ErrNoSpace, err)

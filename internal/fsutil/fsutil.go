@@ -39,6 +39,41 @@ func WriteFileAtomic(path string, data []byte) error {
 	return nil
 }
 
+// WriteFileNoSync writes data to path as WriteFileAtomic does (a temporary
+// file renamed over path, so a reader never sees half of it) but syncs
+// nothing: for a file that must survive a process crash at once and a
+// machine crash only once the caller has synced it (SyncFile, SyncDir).
+// After a machine crash the file may be empty or hold garbage: its reader
+// must check it.
+func WriteFileNoSync(path string, data []byte) error {
+	tmp := path + ".tmp"
+	err := os.WriteFile(tmp, data, 0o644)
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	return nil
+}
+
+// SyncFile makes path's contents durable; a missing file is no error.
+func SyncFile(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cannot open %s: %w", path, err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("cannot sync %s: %w", path, err)
+	}
+	return nil
+}
+
 // SyncDir makes the directory's entries (creations, renames, removals)
 // durable.
 func SyncDir(dir string) error {
