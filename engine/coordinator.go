@@ -599,8 +599,17 @@ func (c *Coordinator) endTxnV2(id string, pid int64, epoch int16, commit bool) (
 		return -1, -1, fmt.Errorf("cannot use transactional id %q with producer %d: %w", id, pid, ErrInvalidProducerIDMapping)
 	}
 	// The retry of an end that moved the id to a new producer id.
-	retryOnOverflow := m.prevPID >= 0 && pid == m.prevPID && pid != m.pid && epoch == epochExhausted && m.epoch == 0
+	// lastEpoch marks the client's own end (a fence's rotation leaves -1):
+	// a fenced instance at the exhausted epoch is no retry.
+	retryOnOverflow := m.prevPID >= 0 && pid == m.prevPID && pid != m.pid && epoch == epochExhausted && m.epoch == 0 && m.lastEpoch == epoch
 	if pid != m.pid && !retryOnOverflow {
+		if m.prevPID >= 0 && pid == m.prevPID && epoch == epochExhausted && m.epoch == 0 && m.lastEpoch == -1 {
+			// The instance a fence rotated away from (a timeout at the
+			// exhausted epoch): its end would be a retry of the rotating
+			// end were that end its own, and is fenced, as 3.6 answers a
+			// fenced producer's EndTxn.
+			return -1, -1, fmt.Errorf("cannot end %q: producer %d was fenced and replaced by %d: %w", id, pid, m.pid, ErrProducerFenced)
+		}
 		return -1, -1, fmt.Errorf("cannot use transactional id %q with producer %d: %w", id, pid, ErrInvalidProducerIDMapping)
 	}
 	retryOnBump := pid == m.pid && int32(m.epoch) == int32(epoch)+1
@@ -706,12 +715,23 @@ func (c *Coordinator) endLocked(m *txnMeta, commit, fence, tv2 bool) error {
 		}
 		next.epoch = m.epoch + 1
 		next.lastEpoch = m.epoch
+		rotate := tv2 && m.epoch >= epochExhausted
 		if fence {
 			next.lastEpoch = -1
+			if tv2 && m.epoch < epochExhausted {
+				// Kafka's version-2 fence bumps twice: once to fence,
+				// once more for the end every version-2 end makes. With
+				// one bump the fenced instance's own end, one epoch
+				// below, passed for the retry of a version-2 end
+				// (retryOnBump) and took the new epoch: a timed-out
+				// producer's Abort un-fenced it. (From review.)
+				next.epoch = m.epoch + 2
+				rotate = next.epoch >= epochExhausted
+			}
 		} else {
 			next.tv2 = true
 		}
-		if tv2 && m.epoch >= epochExhausted {
+		if rotate {
 			pid, err := c.e.pids.allocate()
 			if err != nil {
 				return fmt.Errorf("cannot end %q: %w", m.id, err)
