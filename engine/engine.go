@@ -300,7 +300,7 @@ func (e *Engine) CreateTopic(topic string, partitions int) error {
 // ValidateTopicConfig for the names); they are stored with each new
 // partition, so they survive restarts. Existing partitions keep theirs.
 func (e *Engine) CreateTopicWithConfig(topic string, partitions int, cfg map[string]string) error {
-	return e.createTopic(topic, partitions, cfg, false)
+	return e.createTopic(topic, partitions, cfg, createAny)
 }
 
 // ErrTopicAlreadyExists: CreateNewTopic of a topic that exists.
@@ -314,7 +314,7 @@ var ErrTopicAlreadyExists = errcode.New(36, "topic already exists") // TOPIC_ALR
 // topic exactly one succeeds. (From review: every one succeeded, adding
 // partitions to the first.)
 func (e *Engine) CreateNewTopic(topic string, partitions int, cfg map[string]string) error {
-	return e.createTopic(topic, partitions, cfg, true)
+	return e.createTopic(topic, partitions, cfg, createNew)
 }
 
 // ErrInvalidPartitions: AddPartitions to no more partitions than the
@@ -327,31 +327,34 @@ var ErrInvalidPartitions = errcode.New(37, "invalid partition count")
 // for an unknown topic, ErrInvalidPartitions unless count is above the
 // current count, ErrInvalidTopic for an internal topic (the engine maps
 // groups and transactional ids onto their fixed partition counts).
+//
+// The checks and the creation are one step under the engine's lock: a
+// DeleteTopic in between made it create the deleted topic anew, and two
+// concurrent calls for the same count both succeeded. (From review.)
 func (e *Engine) AddPartitions(topic string, count int) error {
-	p0, err := e.Partition(topic, 0)
-	if err != nil {
-		return err
-	}
-	if IsInternalTopic(topic) {
-		return fmt.Errorf("cannot add partitions to internal topic %q: %w", topic, ErrInvalidTopic)
-	}
-	if cur := e.Topics()[topic]; count <= cur || count > 1<<20 {
-		return fmt.Errorf("cannot raise topic %q from %d to %d partitions: %w", topic, cur, count, ErrInvalidPartitions)
-	}
-	return e.createTopic(topic, count, p0.config, false)
+	return e.createTopic(topic, count, nil, addOnly)
 }
+
+// createMode says what createTopic may do.
+type createMode int
+
+const (
+	createAny createMode = iota // create the topic or add missing partitions (CreateTopic)
+	createNew                   // the topic must not exist (CreateNewTopic)
+	addOnly                     // the topic must exist and grow (AddPartitions)
+)
 
 // collisionKey is the name Kafka compares for collisions.
 func collisionKey(topic string) string { return strings.ReplaceAll(topic, ".", "_") }
 
-func (e *Engine) createTopic(topic string, partitions int, cfg map[string]string, mustBeNew bool) error {
+func (e *Engine) createTopic(topic string, partitions int, cfg map[string]string, mode createMode) error {
 	if err := ValidateTopic(topic); err != nil {
 		return err
 	}
 	if err := ValidateTopicConfig(cfg); err != nil {
 		return err
 	}
-	if partitions <= 0 || partitions > 1<<20 {
+	if mode != addOnly && (partitions <= 0 || partitions > 1<<20) {
 		return fmt.Errorf("cannot create topic %q with %d partitions: %w", topic, partitions, ErrInvalidTopic)
 	}
 	e.mu.Lock()
@@ -361,7 +364,24 @@ func (e *Engine) createTopic(topic string, partitions int, cfg map[string]string
 	}
 	ids := e.ids.Load()
 	id, known := ids.byName[topic]
-	if mustBeNew {
+	if mode == addOnly {
+		p0 := (*e.parts.Load())[partitionKey(topic, 0)]
+		switch {
+		case !known || p0 == nil:
+			return fmt.Errorf("cannot add partitions to %q: %w", topic, ErrUnknownTopicOrPartition)
+		case IsInternalTopic(topic):
+			return fmt.Errorf("cannot add partitions to internal topic %q: %w", topic, ErrInvalidTopic)
+		}
+		cur := 0
+		for (*e.parts.Load())[partitionKey(topic, cur)] != nil {
+			cur++
+		}
+		if partitions <= cur || partitions > 1<<20 {
+			return fmt.Errorf("cannot raise topic %q from %d to %d partitions: %w", topic, cur, partitions, ErrInvalidPartitions)
+		}
+		cfg = p0.config
+	}
+	if mode == createNew {
 		if known {
 			return fmt.Errorf("cannot create topic %q: %w", topic, ErrTopicAlreadyExists)
 		}

@@ -252,7 +252,7 @@ func (s *Server) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
 			err = errcode.New(kerr.InvalidRequest.Code, "a replica assignment with a partition count or replication factor")
 		case manual && !onlyNode(rt.ReplicaAssignment, s.opts.NodeID):
 			err = errcode.New(kerr.InvalidReplicaAssignment.Code, "replicas other than this node")
-		case n <= 0 || n > 1<<16:
+		case n <= 0 || n > maxPartitions:
 			err = ErrInvalidPartitions
 		case !manual && rt.ReplicationFactor != 1 && rt.ReplicationFactor != -1:
 			err = ErrInvalidReplication
@@ -282,6 +282,10 @@ func (s *Server) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
 	}
 	return resp
 }
+
+// maxPartitions bounds a topic's partition count through the listener
+// (CreateTopics, CreatePartitions alike).
+const maxPartitions = 1 << 16
 
 // onlyNode reports whether every partition of a manual assignment has
 // exactly this node as its replica.
