@@ -13,7 +13,8 @@ import (
 // it sends between two ends of a transaction become visible to
 // read_committed readers together (Commit) or never (Abort). A second
 // instance with the same transactional id fences it: its writes then fail
-// with INVALID_PRODUCER_EPOCH and its Commit with PRODUCER_FENCED.
+// with PRODUCER_FENCED (INVALID_PRODUCER_EPOCH for a partition already in
+// its open transaction) and its Commit and Abort with PRODUCER_FENCED.
 //
 // It follows transaction version 2: a partition joins the transaction at
 // its first write, and every Commit or Abort bumps the epoch (at the last

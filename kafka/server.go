@@ -34,8 +34,10 @@ type Options struct {
 	// is 100 MiB, the default.
 	MaxFrameSize int
 	// AutoCreateTopics creates a topic a client asks Metadata about, when
-	// the request allows it (Kafka's auto.create.topics.enable, on by
-	// default there and here), with DefaultPartitions partitions (1).
+	// the request allows it (Kafka's auto.create.topics.enable), with
+	// DefaultPartitions partitions (1). Off unless set (a bool has no
+	// other zero value); `idemlog serve --auto-create` sets it by default,
+	// as Kafka does.
 	AutoCreateTopics  bool
 	DefaultPartitions int
 	// Logger receives structured logs; nil discards them.

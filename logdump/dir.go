@@ -52,3 +52,31 @@ func parseBase(name, suffix string) (int64, bool) {
 	n, err := strconv.ParseInt(digits, 10, 64)
 	return n, err == nil && n >= 0
 }
+
+// cleanShutdownFile is the marker a clean close leaves. idemlog keeps it in
+// the partition directory, Kafka in the data directory above.
+const cleanShutdownFile = ".kafka_cleanshutdown"
+
+// closedCleanly reports whether the partition directory dir (or the log
+// directory above it, Kafka's place) holds the clean-shutdown marker.
+func closedCleanly(dir string) bool {
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if _, err := os.Stat(filepath.Join(d, cleanShutdownFile)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// mayEndInZeros reports whether the segment at path may end in zeros: the
+// last segment of its partition (the active one) when the partition was
+// not closed cleanly, whose preallocated space the next open recovers.
+func mayEndInZeros(path string) bool {
+	dir := filepath.Dir(path)
+	base, ok := parseBase(filepath.Base(path), ".log")
+	if !ok || closedCleanly(dir) {
+		return false
+	}
+	segs, _, err := listLogs(dir)
+	return err == nil && len(segs) > 0 && segs[len(segs)-1].base == base
+}

@@ -21,7 +21,11 @@
 // there; this is also where Kafka's recovery would truncate the segment.
 // Either way Dump returns an error wrapping the batch package's sentinel
 // (batch.ErrCRC, batch.ErrTruncated, ...), after printing everything it
-// could.
+// could. One exception: zeros from a batch boundary to the end of the file
+// are the preallocated space of an active segment when DumpFile finds the
+// file is the last segment of a partition not closed cleanly; the summary
+// counts them (Summary.ZeroTail) and the dump succeeds. Anywhere else they
+// are an error.
 //
 // Two output formats are offered. The default text format follows
 // DumpLogSegments: a "baseOffset: ... isvalid: true" line per batch and a
@@ -41,6 +45,8 @@
 // Verify (Linux only, as it maps files) checks segments instead of
 // printing them: a data directory, a partition directory or one segment,
 // each file with segment.VerifyFile, and across a partition's segments the
-// rules recovery relies on: offsets never overlap, and only the active
-// segment of a log not closed cleanly may end in zeros.
+// rules recovery relies on: offsets never overlap, only the segments a
+// crash left unfinished in a log not closed cleanly may end in zeros, and
+// in an idemlog partition not closed cleanly the segments its next open
+// recovers have no gaps.
 package logdump

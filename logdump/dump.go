@@ -44,6 +44,10 @@ type Options struct {
 	// output itself has no room for it (text mode prints it inline). nil
 	// discards. The error that stops a dump is returned, not written.
 	Warn io.Writer
+
+	// zeroTailOK: the file may end in zeros after its batches (DumpFile
+	// sets it for the active segment of a partition not closed cleanly).
+	zeroTailOK bool
 }
 
 // Summary describes what a dump walked.
@@ -69,6 +73,7 @@ type Summary struct {
 
 // DumpFile dumps the segment at path to w. See Dump.
 func DumpFile(w io.Writer, path string, opts Options) (Summary, error) {
+	opts.zeroTailOK = mayEndInZeros(path)
 	f, err := os.Open(path)
 	if err != nil {
 		return Summary{FirstCorrupt: -1}, fmt.Errorf("cannot open segment: %w", err)
@@ -181,7 +186,14 @@ func (d *dumper) walk(r io.Reader) error {
 			// may be.
 			if z, ok := zeroRest(br); ok {
 				d.sum.ZeroTail = int64(n) + z
-				return nil
+				if d.opts.zeroTailOK {
+					return nil
+				}
+				// Zeros where batches should be: a sealed segment, or
+				// the log was closed cleanly, so something was lost.
+				// (From review: dump passed what verify refuses.)
+				return d.stop(pos, fmt.Errorf("cannot frame batch at position %d: %d zero bytes to the end; only the active segment of a log not closed cleanly may end in zeros: %w",
+					pos, d.sum.ZeroTail, batch.ErrTooSmall))
 			}
 		}
 		if err == io.ErrUnexpectedEOF {

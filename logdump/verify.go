@@ -13,10 +13,6 @@ import (
 	"github.com/idemlog/idemlog/segment"
 )
 
-// cleanShutdownFile is the marker a clean close leaves. idemlog keeps it in
-// the partition directory, Kafka in the data directory above.
-const cleanShutdownFile = ".kafka_cleanshutdown"
-
 // VerifyOptions control Verify.
 type VerifyOptions struct {
 	// MaxBatchSize is the largest batch accepted, in bytes. 0 means
@@ -350,15 +346,6 @@ func idemlogRecoveryPoint(dir string) (int64, bool) {
 		return 0, true
 	}
 	return off, true
-}
-
-func closedCleanly(dir string) bool {
-	for _, d := range []string{dir, filepath.Dir(dir)} {
-		if _, err := os.Stat(filepath.Join(d, cleanShutdownFile)); err == nil {
-			return true
-		}
-	}
-	return false
 }
 
 // withDir puts the directory back into VerifyFile's index errors, which

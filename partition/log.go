@@ -62,9 +62,11 @@ type Options struct {
 	// Snapshot, if set, returns the producer-state snapshot image as of
 	// offset; it is called under the writer lock at every roll (offset = the
 	// new segment's base) and at Close (offset = the log end). The log
-	// writes the file: at a roll off the append path, with the old
-	// segment's seal; at Close synchronously, before the clean-shutdown
-	// marker.
+	// writes the file: at a roll itself, under the writer lock, before the
+	// new segment is created, unsynced (the old segment's seal syncs it;
+	// synced at once when the roll is at the log start); at Close
+	// synchronously, before the clean-shutdown marker. WriteSnapshot writes
+	// the ones a rebuild of producer state makes.
 	Snapshot func(offset int64) []byte
 }
 

@@ -40,7 +40,8 @@
 // # Closing
 //
 // Seal trims the .log and indexes to their real sizes (a roll, or a clean
-// shutdown); a sealed segment is mapped read-only. After an unclean
+// shutdown); a segment opened sealed is mapped read-only, and one sealed
+// in this process keeps its writable mapping until closed. After an unclean
 // shutdown the active segment's file is longer than its data (the
 // reservation): Recover scans it, keeps the valid prefix and truncates the
 // rest.

@@ -62,7 +62,7 @@ func openPebbleWAL(dir string, w workload, recycled bool) (storageWriter, error)
 		return nil, fmt.Errorf("cannot create wal: %w", err)
 	}
 	if recycled {
-		// Values plus the LogWriter's framing (7 bytes per chunk, at
+		// Values plus the LogWriter's framing (11 bytes per chunk, at
 		// least one chunk per 32 KiB block and per record), with room.
 		n := int64(w.Records)*int64(w.Size)*5/4 + 1<<20
 		if err := zeroFile(f, n); err != nil {

@@ -25,10 +25,15 @@ and within int32 of the segment's base. The .index and .timeindex beside a
 segment, if any, are checked against its batches. Across a partition's
 segments, each must start at or above the offset where the one before ended:
 gaps, as Kafka's compaction leaves them, are counted; overlaps are errors.
-An all-zero tail is accepted only on the last segment of a log that was not
-closed cleanly (no .kafka_cleanshutdown in the partition directory or the
-data directory above it): it is the unfinished active segment, which opening
-the partition recovers. Flags may come before or after the paths.
+In an idemlog partition not closed cleanly (its recovery-point checkpoint in
+the partition directory, no .kafka_cleanshutdown there or in the data
+directory above) a gap in a segment the next open recovers is an error:
+recovery cuts the log there. An all-zero tail (or a recycled file's older
+batches) is accepted only where a crash leaves one in a log that was not
+closed cleanly: on its last segment, the unfinished active one, or on the
+segment rolled just before it whose batches reach the next segment's base
+exactly; opening the partition recovers both. Flags may come before or
+after the paths.
 `
 
 const verifyDetails = `

@@ -70,8 +70,8 @@
 //     expire); ForgetEmptyGroups, run by the listener's maintenance tick,
 //     removes those without offsets, as Kafka's periodic cleanup does.
 //   - group.max.size (GROUP_MAX_SIZE_REACHED), KIP-848 consumer groups,
-//     share and streams groups, DescribeGroups and ListGroups (Describe and
-//     Groups report enough for tests and metrics).
+//     share and streams groups. (ListGroups and DescribeGroups are served
+//     from List and DescribeGroup.)
 //
 // # Concurrency
 //
