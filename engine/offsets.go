@@ -420,6 +420,12 @@ func (op *offsetsPartition) addPending(pid int64, group string, tp TopicPartitio
 // visible to FetchOffsets on return, which comes once the write is durable
 // under the partition's sync policy.
 func (e *Engine) CommitOffsets(group string, offsets map[TopicPartition]OffsetAndMetadata) error {
+	return e.commitOffsets(group, offsets, false)
+}
+
+// commitOffsets is CommitOffsets; with existing, every partition must be
+// one of the engine's (Consumer.Commit).
+func (e *Engine) commitOffsets(group string, offsets map[TopicPartition]OffsetAndMetadata, existing bool) error {
 	op, err := e.offsetsPartitionOf(group, offsets)
 	if err != nil || len(offsets) == 0 {
 		return err
@@ -431,6 +437,20 @@ func (e *Engine) CommitOffsets(group string, offsets map[TopicPartition]OffsetAn
 	}
 	op.commitMu.RLock()
 	defer op.commitMu.RUnlock()
+	// A consumer's positions must be in existing partitions: a deleted
+	// topic's offsets would come back, and a topic created anew under the
+	// name resume from them, skipping its first records. (From review.)
+	// Checked under commitMu: DeleteTopic takes the partitions off the map
+	// before its offsets deletion waits for commitMu, so a commit either
+	// sees them gone or is written before that deletion runs.
+	if existing {
+		parts := *e.parts.Load()
+		for tp := range offsets {
+			if tp.Partition < 0 || parts[partitionKey(tp.Topic, int(tp.Partition))] == nil {
+				return fmt.Errorf("cannot commit offsets of group %q for %s partition %d: %w", group, tp.Topic, tp.Partition, ErrUnknownTopicOrPartition)
+			}
+		}
+	}
 	res, err := op.p.Append(b)
 	if err != nil {
 		return fmt.Errorf("cannot commit offsets of group %q: %w", group, err)
@@ -741,6 +761,10 @@ func (op *offsetsPartition) tombstone(e *Engine, group string, match func(TopicP
 func (s *offsetStore) deleteTopic(topic string) error {
 	var errs []error
 	for _, op := range s.parts {
+		// Commits in flight finish first (the topic is already off the
+		// engine's map, so none that starts now passes its check), and
+		// none registers while the groups are read. (CommitOffsets.)
+		op.commitMu.Lock()
 		op.mu.Lock()
 		var groups []string
 		for g, offs := range op.committed {
@@ -752,6 +776,7 @@ func (s *offsetStore) deleteTopic(topic string) error {
 			}
 		}
 		op.mu.Unlock()
+		op.commitMu.Unlock()
 		slices.Sort(groups)
 		for _, g := range groups {
 			if _, err := op.tombstone(s.e, g, func(tp TopicPartition) bool { return tp.Topic == topic }); err != nil {

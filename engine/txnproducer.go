@@ -145,6 +145,13 @@ func (tp *TransactionalProducer) end(commit bool) error {
 		}
 	}
 	if err != nil {
+		if errors.Is(err, ErrProducerFenced) || errors.Is(err, producer.ErrInvalidProducerEpoch) {
+			// Fatal, as Kafka's producer makes it: every call from now
+			// on reports the fence. (From review: a fence learnt here
+			// left an earlier abortable error in place, which asked for
+			// an Abort that the coordinator refuses, for ever.)
+			tp.failed = err
+		}
 		return err
 	}
 	if pid != tp.pid || epoch != tp.epoch {
