@@ -164,6 +164,13 @@ func (b Batch) Records() []byte { return b[HeaderSize:] }
 // SetBaseOffset stamps the base offset in place. The CRC does not cover it.
 func (b Batch) SetBaseOffset(off int64) { binary.BigEndian.PutUint64(b[offBaseOffset:], uint64(off)) }
 
+// SetMaxTimestamp sets the header's max timestamp and reseals the CRC,
+// which covers it.
+func (b Batch) SetMaxTimestamp(ts int64) {
+	binary.BigEndian.PutUint64(b[offMaxTimestamp:], uint64(ts))
+	binary.BigEndian.PutUint32(b[offCRC:], b.ComputeCRC())
+}
+
 // SetPartitionLeaderEpoch stamps the leader epoch in place. The CRC does not cover it.
 func (b Batch) SetPartitionLeaderEpoch(e int32) {
 	binary.BigEndian.PutUint32(b[offLeaderEpoch:], uint32(e))

@@ -109,23 +109,34 @@ func validateProduce(b []byte, maxSize int, checkCRC bool) (Batch, error) {
 // buffer: d may then be nil. It allocates nothing for an uncompressed batch
 // (nor, once d's buffers have grown, for a compressed one) unless it fails.
 func (d *Decoder) CheckRecords(b Batch) error {
+	_, err := d.CheckRecordsMaxTimestamp(b)
+	return err
+}
+
+// CheckRecordsMaxTimestamp is CheckRecords that also returns the largest
+// timestamp of the batch's records (-1 without records), which Kafka's
+// validator writes into a CreateTime batch's header when the producer's
+// differs (SetMaxTimestamp).
+func (d *Decoder) CheckRecordsMaxTimestamp(b Batch) (int64, error) {
 	if d == nil && b.Codec() != CodecNone {
 		panic("BUG: batch: CheckRecords of a compressed batch without a Decoder")
 	}
 	it, err := d.Records(b)
 	if err != nil {
-		return err
+		return -1, err
 	}
 	var r Record
+	maxTs := int64(-1)
 	for i := int32(0); it.Next(&r); i++ {
 		if r.OffsetDelta != i {
-			return fmt.Errorf("cannot accept batch: record %d has offset delta %d: %w", i, r.OffsetDelta, ErrOffsetDelta)
+			return -1, fmt.Errorf("cannot accept batch: record %d has offset delta %d: %w", i, r.OffsetDelta, ErrOffsetDelta)
 		}
+		maxTs = max(maxTs, r.Timestamp)
 	}
 	if err := it.Err(); err != nil {
-		return fmt.Errorf("cannot accept batch: %w", err)
+		return -1, fmt.Errorf("cannot accept batch: %w", err)
 	}
-	return nil
+	return maxTs, nil
 }
 
 // ControlType is the type of a control record (the second int16 of its key).

@@ -202,7 +202,9 @@ func (p *Partition) Index() int    { return p.index }
 // it. An exact retry of one of the producer's last five batches returns
 // the original offsets and writes nothing. The call returns once the
 // partition's sync policy's promise holds for the batch (for a duplicate,
-// for the original).
+// for the original). A CreateTime batch whose header max timestamp is not
+// its records' largest has it corrected in b, CRC resealed, as Kafka's
+// validator does.
 func (p *Partition) Append(b []byte) (AppendResult, error) {
 	return p.appendWith(b, p.write)
 }
@@ -254,12 +256,22 @@ func (p *Partition) writeVerified(b []byte, untrusted bool, ver *Verification) (
 		// before anything is written, as Kafka's LogValidator does: a bad
 		// varint or a wrong record count is refused here, not met by a
 		// consumer. (A Builder's batch is well formed by construction.)
+		var maxTs int64
 		if v.Codec() == batch.CodecNone {
-			err = (*batch.Decoder)(nil).CheckRecords(v) // no buffer needed
+			maxTs, err = (*batch.Decoder)(nil).CheckRecordsMaxTimestamp(v) // no buffer needed
 		} else {
 			d := recordCheckers.Get().(*batch.Decoder)
-			err = d.CheckRecords(v)
+			maxTs, err = d.CheckRecordsMaxTimestamp(v)
 			recordCheckers.Put(d)
+		}
+		if err == nil && !v.LogAppendTime() && v.RecordsCount() > 0 && maxTs != v.MaxTimestamp() {
+			// The header's max timestamp is what lookups by time,
+			// time-based retention and rolls read: Kafka's validator
+			// writes the records' largest into a CreateTime batch, in
+			// place, CRC resealed; so do we, in the caller's bytes.
+			// (From review: a record above the header's was never found
+			// by ListOffsets.)
+			v.SetMaxTimestamp(maxTs)
 		}
 	}
 	if err != nil {

@@ -201,13 +201,33 @@ func (s *Server) readFetch(r *kmsg.FetchRequest, f *fetchState) (*kmsg.FetchResp
 // offset at or after a timestamp.
 func (s *Server) listOffsets(r *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
+	// A partition named twice is refused in every entry (Kafka's
+	// duplicatePartitions). (From review.)
+	type tp struct {
+		topic string
+		part  int32
+	}
+	named := map[tp]int{}
+	for _, rt := range r.Topics {
+		for _, rp := range rt.Partitions {
+			named[tp{rt.Topic, rp.Partition}]++
+		}
+	}
 	for _, rt := range r.Topics {
 		t := kmsg.NewListOffsetsResponseTopic()
 		t.Topic = rt.Topic
 		for _, rp := range rt.Partitions {
 			out := kmsg.NewListOffsetsResponseTopicPartition()
 			out.Partition = rp.Partition
-			out.Timestamp, out.Offset, out.LeaderEpoch = -1, -1, 0
+			// The leader epoch is set only with an offset found; "not
+			// found" and errors keep the default, -1, as Kafka's
+			// buildErrorResponse. (From review: 0 came with offset -1.)
+			out.Timestamp, out.Offset, out.LeaderEpoch = -1, -1, -1
+			if named[tp{rt.Topic, rp.Partition}] > 1 {
+				out.ErrorCode = s.code(kmsg.ListOffsets, errDuplicatePartition)
+				t.Partitions = append(t.Partitions, out)
+				continue
+			}
 			p, err := s.eng.Partition(rt.Topic, int(rp.Partition))
 			if err == nil && rp.CurrentLeaderEpoch > 0 {
 				err = errLeaderEpochAhead
@@ -226,6 +246,9 @@ func (s *Server) listOffsets(r *kmsg.ListOffsetsRequest) kmsg.Response {
 					err = newCodeErr(kerr.InvalidRequest.Code, "unsupported timestamp")
 				}
 			}
+			if err == nil && out.Offset >= 0 {
+				out.LeaderEpoch = 0
+			}
 			out.ErrorCode = s.code(kmsg.ListOffsets, err)
 			t.Partitions = append(t.Partitions, out)
 		}
@@ -233,6 +256,8 @@ func (s *Server) listOffsets(r *kmsg.ListOffsetsRequest) kmsg.Response {
 	}
 	return resp
 }
+
+var errDuplicatePartition = newCodeErr(kerr.InvalidRequest.Code, "partition named more than once")
 
 // offsetForTime is Kafka's lookup by timestamp (LogSegment.findOffsetByTimestamp,
 // Partition.fetchOffsetForTimestamp): the first record at or above the log

@@ -90,17 +90,20 @@ func TestReviewDListOffsetsTimestampReadCommitted(t *testing.T) {
 	if c := rc.roundTrip(preq).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode; c != 0 {
 		t.Fatal(c)
 	}
-	lo := kmsg.NewPtrListOffsetsRequest()
-	lo.Version, lo.IsolationLevel = 4, 1
-	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = "t"
+	// One request per lookup: a partition named twice in one request is
+	// INVALID_REQUEST (Kafka's duplicatePartitions).
+	var out []kmsg.ListOffsetsResponseTopicPartition
 	for _, when := range []int64{-1, 0} {
+		lo := kmsg.NewPtrListOffsetsRequest()
+		lo.Version, lo.IsolationLevel = 4, 1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "t"
 		rp := kmsg.NewListOffsetsRequestTopicPartition()
 		rp.Timestamp = when
 		rt.Partitions = append(rt.Partitions, rp)
+		lo.Topics = append(lo.Topics, rt)
+		out = append(out, rc.roundTrip(lo).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0])
 	}
-	lo.Topics = append(lo.Topics, rt)
-	out := rc.roundTrip(lo).(*kmsg.ListOffsetsResponse).Topics[0].Partitions
 	if out[0].Offset != 0 {
 		t.Fatalf("latest under read_committed: %d, want LSO 0", out[0].Offset)
 	}
