@@ -290,6 +290,19 @@ func (l *Log) writeCheckpoints() error {
 	l.ckMu.Lock()
 	defer l.ckMu.Unlock()
 	values := [2]int64{l.recoveryPoint.Load(), l.logStart.Load()}
+	if values[1] != l.ckDurable[1] {
+		// The snapshot of the segment holding the new log start goes to
+		// disk (data and name) before the checkpoint that lets the next
+		// open delete the segments below, with their snapshots: after a
+		// machine crash it may be the only record of every producer seen
+		// only below it. Here, under ckMu, whoever writes the checkpoint
+		// (a log-start move, Flush, a seal, FinishRecovery): the start
+		// moves in memory first, and any of them may persist it. (From
+		// review: one did, before the move's own sync.)
+		if err := l.syncStartSnapshot(values[1]); err != nil {
+			return err
+		}
+	}
 	for i, name := range [2]string{recoveryPointFile, logStartFile} {
 		if values[i] == l.ckDurable[i] {
 			continue

@@ -145,11 +145,22 @@ func (l *Log) detachStartLocked(segs []*segRef, n int) []*segRef {
 	return append([]*segRef(nil), segs[:n]...)
 }
 
-// syncFirstSnapshot makes the snapshot at the first segment's base, if
-// there is one, and its name durable.
-func (l *Log) syncFirstSnapshot() error {
-	first := (*l.segs.Load())[0].Base()
-	if err := fsutil.SyncFile(filepath.Join(l.dir, segment.FileName(first, ".snapshot"))); err != nil {
+// syncStartSnapshot makes durable, data and name, the snapshot at the
+// base of the segment that holds offset start, if there is one (under
+// ckMu). The segment list may be read before or after a concurrent move
+// of the start took segments off it: the largest base at or below start
+// is that segment either way.
+func (l *Log) syncStartSnapshot(start int64) error {
+	base := int64(-1)
+	for _, s := range *l.segs.Load() {
+		if b := s.Base(); b <= start {
+			base = max(base, b)
+		}
+	}
+	if base < 0 {
+		return nil
+	}
+	if err := fsutil.SyncFile(filepath.Join(l.dir, segment.FileName(base, ".snapshot"))); err != nil {
 		return err
 	}
 	return fsutil.SyncDir(l.dir)
@@ -173,14 +184,9 @@ func (l *Log) retireStart(retired []*segRef) error {
 	// durable.
 	var err error = ErrClosed
 	if !l.shut.Load() {
-		// The new first segment's snapshot, which its roll wrote
-		// unsynced, goes to disk first: once the checkpoint moves the
-		// start past the older segments, their snapshots go with them,
-		// and after a machine crash that one would be the only record
-		// of every producer seen only below it. (From review.)
-		if err = l.syncFirstSnapshot(); err == nil {
-			err = l.writeCheckpoints()
-		}
+		// writeCheckpoints syncs the new first segment's snapshot, which
+		// its roll wrote unsynced, before the checkpoint.
+		err = l.writeCheckpoints()
 	}
 	if len(retired) == 0 {
 		return err
