@@ -2,7 +2,6 @@ package partition
 
 import (
 	"fmt"
-	"github.com/idemlog/idemlog/internal/fsutil"
 	"math"
 	"sort"
 	"sync"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/errcode"
+	"github.com/idemlog/idemlog/internal/fsutil"
 	"github.com/idemlog/idemlog/segment"
 	"github.com/idemlog/idemlog/txnindex"
 )

@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 
 	"github.com/idemlog/idemlog/internal/fsutil"
-
 	"github.com/idemlog/idemlog/segment"
 )
 

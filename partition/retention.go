@@ -2,10 +2,10 @@ package partition
 
 import (
 	"fmt"
-	"github.com/idemlog/idemlog/internal/fsutil"
 	"os"
 	"path/filepath"
 
+	"github.com/idemlog/idemlog/internal/fsutil"
 	"github.com/idemlog/idemlog/segment"
 )
 
