@@ -164,9 +164,11 @@ func (b Batch) Records() []byte { return b[HeaderSize:] }
 // SetBaseOffset stamps the base offset in place. The CRC does not cover it.
 func (b Batch) SetBaseOffset(off int64) { binary.BigEndian.PutUint64(b[offBaseOffset:], uint64(off)) }
 
-// SetMaxTimestamp sets the header's max timestamp and reseals the CRC,
-// which covers it.
-func (b Batch) SetMaxTimestamp(ts int64) {
+// SetCreateTime makes the batch a CreateTime batch whose max timestamp is
+// ts (Kafka's setMaxTimestamp(CREATE_TIME, ts)) and reseals the CRC, which
+// covers both.
+func (b Batch) SetCreateTime(ts int64) {
+	b[offAttributes+1] &^= attrLogAppendTime
 	binary.BigEndian.PutUint64(b[offMaxTimestamp:], uint64(ts))
 	binary.BigEndian.PutUint32(b[offCRC:], b.ComputeCRC())
 }

@@ -116,7 +116,7 @@ func (d *Decoder) CheckRecords(b Batch) error {
 // CheckRecordsMaxTimestamp is CheckRecords that also returns the largest
 // timestamp of the batch's records (-1 without records), which Kafka's
 // validator writes into a CreateTime batch's header when the producer's
-// differs (SetMaxTimestamp).
+// differs (SetCreateTime).
 func (d *Decoder) CheckRecordsMaxTimestamp(b Batch) (int64, error) {
 	if d == nil && b.Codec() != CodecNone {
 		panic("BUG: batch: CheckRecords of a compressed batch without a Decoder")

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -202,9 +203,10 @@ func (p *Partition) Index() int    { return p.index }
 // it. An exact retry of one of the producer's last five batches returns
 // the original offsets and writes nothing. The call returns once the
 // partition's sync policy's promise holds for the batch (for a duplicate,
-// for the original). A CreateTime batch whose header max timestamp is not
-// its records' largest has it corrected in b, CRC resealed, as Kafka's
-// validator does.
+// for the original). A batch whose header max timestamp is not its
+// records' largest, or that claims LogAppendTime, is stored corrected (a
+// CreateTime batch with its records' largest, CRC resealed), as Kafka's
+// validator stores it; b itself is not modified.
 func (p *Partition) Append(b []byte) (AppendResult, error) {
 	return p.appendWith(b, p.write)
 }
@@ -264,14 +266,19 @@ func (p *Partition) writeVerified(b []byte, untrusted bool, ver *Verification) (
 			maxTs, err = d.CheckRecordsMaxTimestamp(v)
 			recordCheckers.Put(d)
 		}
-		if err == nil && !v.LogAppendTime() && v.RecordsCount() > 0 && maxTs != v.MaxTimestamp() {
+		if err == nil && v.RecordsCount() > 0 && (v.LogAppendTime() || maxTs != v.MaxTimestamp()) {
 			// The header's max timestamp is what lookups by time,
 			// time-based retention and rolls read: Kafka's validator
-			// writes the records' largest into a CreateTime batch, in
-			// place, CRC resealed; so do we, in the caller's bytes.
+			// writes the records' largest into the batch as CreateTime
+			// (the topic's type; idemlog has no other), CRC resealed.
 			// (From review: a record above the header's was never found
-			// by ListOffsets.)
-			v.SetMaxTimestamp(maxTs)
+			// by ListOffsets.) In a copy: the caller's bytes may be read
+			// meanwhile, appended elsewhere at the same time, say. (From
+			// review: a data race.) Only a malformed header pays for it.
+			// A LogAppendTime batch's records all read as its max, which
+			// stays: only the type changes, as in Kafka.
+			v = batch.Batch(bytes.Clone(v))
+			v.SetCreateTime(maxTs)
 		}
 	}
 	if err != nil {
