@@ -41,26 +41,8 @@ func review16Bases(t *testing.T, dir string) []int64 {
 // none (writeSnapshot keeps only the newest three), starts empty and
 // writes the retry a second time.
 func TestReview16MissingIndexAfterRetentionForgetsProducer(t *testing.T) {
-	dir := t.TempDir()
-	opts := Options{Partition: partition.Options{Segment: segment.Options{MaxBytes: 1024, IndexMaxBytes: 1024}}}
-	e := openEngine(t, dir, opts)
-	if err := e.CreateTopic("t", 1); err != nil {
-		t.Fatal(err)
-	}
-	p, _ := e.Partition("t", 0)
-	now := time.Now().UnixMilli()
-	retry := idem(t, 1, 0, 0, 1, now) // producer 1's only batch, at offset 0
-	if r, err := p.Append(retry); err != nil || r.BaseOffset != 0 {
-		t.Fatal(r, err)
-	}
+	dir, opts, e, p, retry := review16Setup(t, 8)
 	pdir := filepath.Join(dir, "t-0")
-	seq := int32(0)
-	for len(review16Bases(t, pdir)) < 8 {
-		if _, err := p.Append(idem(t, 9, 0, seq, 20, now)); err != nil {
-			t.Fatal(err)
-		}
-		seq += 20
-	}
 	bases := review16Bases(t, pdir)
 	first := bases[2]
 	if err := p.Log().DeleteRecordsBefore(first); err != nil {
@@ -97,4 +79,30 @@ func TestReview16MissingIndexAfterRetentionForgetsProducer(t *testing.T) {
 	if !r.Duplicate || r.BaseOffset != 0 {
 		t.Fatalf("retry of producer 1's batch after the reopen: written again at %d (duplicate %v, log end was %d); want a duplicate of offset 0: the producer's entry was dropped", r.BaseOffset, r.Duplicate, leo)
 	}
+}
+
+// review16Setup opens an engine in a fresh dir with 1 KiB segments, writes
+// producer 1's only batch at offset 0 (returned, for retries) and then
+// producer 9's batches until the partition has segments segments.
+func review16Setup(t *testing.T, segments int) (dir string, opts Options, e *Engine, p *Partition, retry []byte) {
+	t.Helper()
+	dir = t.TempDir()
+	opts = Options{Partition: partition.Options{Segment: segment.Options{MaxBytes: 1024, IndexMaxBytes: 1024}}}
+	e = openEngine(t, dir, opts)
+	if err := e.CreateTopic("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	p, _ = e.Partition("t", 0)
+	now := time.Now().UnixMilli()
+	retry = idem(t, 1, 0, 0, 1, now)
+	if r, err := p.Append(retry); err != nil || r.BaseOffset != 0 {
+		t.Fatal(r, err)
+	}
+	pdir := filepath.Join(dir, "t-0")
+	for seq := int32(0); len(review16Bases(t, pdir)) < segments; seq += 20 {
+		if _, err := p.Append(idem(t, 9, 0, seq, 20, now)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, opts, e, p, retry
 }

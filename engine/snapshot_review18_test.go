@@ -25,26 +25,8 @@ import (
 // at or above the first segment, starts empty there, and producer 1's
 // retry of its only batch is written a second time.
 func TestReview18ProducerLostAfterRollSnapshotCrashAndDeleteRecords(t *testing.T) {
-	dir := t.TempDir()
-	opts := Options{Partition: partition.Options{Segment: segment.Options{MaxBytes: 1024, IndexMaxBytes: 1024}}}
-	e := openEngine(t, dir, opts)
-	if err := e.CreateTopic("t", 1); err != nil {
-		t.Fatal(err)
-	}
-	p, _ := e.Partition("t", 0)
-	now := time.Now().UnixMilli()
-	retry := idem(t, 1, 0, 0, 1, now) // producer 1's only batch, at offset 0
-	if r, err := p.Append(retry); err != nil || r.BaseOffset != 0 {
-		t.Fatal(r, err)
-	}
+	dir, opts, e, _, retry := review16Setup(t, 2) // one roll
 	pdir := filepath.Join(dir, "t-0")
-	seq := int32(0)
-	for len(review16Bases(t, pdir)) < 2 { // one roll
-		if _, err := p.Append(idem(t, 9, 0, seq, 20, now)); err != nil {
-			t.Fatal(err)
-		}
-		seq += 20
-	}
 	second := review16Bases(t, pdir)[1]
 	e.Kill()
 	// The crash came after the seal's fsync, before the roll's snapshot
@@ -56,7 +38,7 @@ func TestReview18ProducerLostAfterRollSnapshotCrashAndDeleteRecords(t *testing.T
 	}
 
 	e = openEngine(t, dir, opts)
-	p, _ = e.Partition("t", 0)
+	p, _ := e.Partition("t", 0)
 	if r, err := p.Append(retry); err != nil || !r.Duplicate || r.BaseOffset != 0 {
 		t.Fatalf("setup: retry after the first crash: %+v %v, want a duplicate at 0", r, err)
 	}

@@ -3,15 +3,12 @@ package interop
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/idemlog/idemlog/engine"
-	"github.com/idemlog/idemlog/kafka"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -20,28 +17,6 @@ import (
 // Review 28: the admin APIs (ListGroups, DescribeGroups, DescribeConfigs,
 // DeleteRecords, CreatePartitions) driven through sarama's ClusterAdmin and
 // franz-go's kadm, as a user would.
-
-func r28Server(t *testing.T) (*engine.Engine, string) {
-	t.Helper()
-	e, err := engine.Open(t.TempDir(), engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := kafka.New(e, kafka.Options{AutoCreateTopics: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		srv.Close()
-		e.Close()
-	})
-	return e, ln.Addr().String()
-}
 
 func r28Admin(t *testing.T, addr string) sarama.ClusterAdmin {
 	t.Helper()
@@ -115,7 +90,7 @@ func (h *r28Handler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.Consum
 }
 
 func TestReview28SaramaConsumerGroupAdmin(t *testing.T) {
-	e, addr := r28Server(t)
+	e, addr := saramaServer(t)
 	if err := e.CreateTopic("sg", 2); err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +222,7 @@ func r28Entry(entries []sarama.ConfigEntry, name string) (sarama.ConfigEntry, bo
 }
 
 func TestReview28SaramaDescribeConfig(t *testing.T) {
-	e, addr := r28Server(t)
+	e, addr := saramaServer(t)
 	if err := e.CreateTopicWithConfig("sc", 1, map[string]string{"retention.ms": "3600000"}); err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +273,7 @@ func TestReview28SaramaDescribeConfig(t *testing.T) {
 }
 
 func TestReview28SaramaDeleteRecords(t *testing.T) {
-	e, addr := r28Server(t)
+	e, addr := saramaServer(t)
 	if err := e.CreateTopic("sd", 1); err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +316,7 @@ func TestReview28SaramaDeleteRecords(t *testing.T) {
 }
 
 func TestReview28SaramaCreatePartitions(t *testing.T) {
-	e, addr := r28Server(t)
+	e, addr := saramaServer(t)
 	if err := e.CreateTopic("sp", 1); err != nil {
 		t.Fatal(err)
 	}
@@ -419,17 +394,13 @@ func errorsContains(err error, target sarama.KError) bool {
 // --- franz-go kadm ---
 
 func TestReview28KadmGroups(t *testing.T) {
-	e, addr := r28Server(t)
+	e, addr := saramaServer(t)
 	if err := e.CreateTopic("kg", 2); err != nil {
 		t.Fatal(err)
 	}
 	adm := r28Kadm(t, addr)
 	ctx := r28Ctx(t)
-	prod, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
+	prod := r28Producer(t, addr)
 	for i, p := range []int32{0, 0, 1, 1, 1} {
 		if err := prod.ProduceSync(ctx, &kgo.Record{Topic: "kg", Partition: p, Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
 			t.Fatal(err)
@@ -538,7 +509,7 @@ func TestReview28KadmGroups(t *testing.T) {
 }
 
 func TestReview28KadmConfigs(t *testing.T) {
-	e, addr := r28Server(t)
+	e, addr := saramaServer(t)
 	if err := e.CreateTopicWithConfig("kc", 1, map[string]string{"retention.ms": "3600000", "max.message.bytes": "65536"}); err != nil {
 		t.Fatal(err)
 	}
@@ -614,17 +585,13 @@ func TestReview28KadmConfigs(t *testing.T) {
 }
 
 func TestReview28KadmDeleteRecordsAndCreatePartitions(t *testing.T) {
-	e, addr := r28Server(t)
+	e, addr := saramaServer(t)
 	if err := e.CreateTopic("kd", 1); err != nil {
 		t.Fatal(err)
 	}
 	adm := r28Kadm(t, addr)
 	ctx := r28Ctx(t)
-	prod, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
+	prod := r28Producer(t, addr)
 	for i := range 10 {
 		if err := prod.ProduceSync(ctx, &kgo.Record{Topic: "kd", Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
 			t.Fatal(err)
@@ -723,11 +690,7 @@ func TestReview28KadmDeleteRecordsAndCreatePartitions(t *testing.T) {
 		t.Fatalf("UpdatePartitions(5): %v %+v", err, cps)
 	}
 	// A fresh producer: prod's cached metadata still says 1 partition.
-	prod2, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod2.Close()
+	prod2 := r28Producer(t, addr)
 	if err := prod2.ProduceSync(ctx, &kgo.Record{Topic: "kd", Partition: 4, Value: []byte("p4")}).FirstErr(); err != nil {
 		t.Fatalf("produce to new partition 4: %v", err)
 	}
@@ -741,7 +704,7 @@ func TestReview28KadmDeleteRecordsAndCreatePartitions(t *testing.T) {
 func TestReview28SaramaAdminVersions(t *testing.T) {
 	for _, v := range []sarama.KafkaVersion{sarama.V1_0_0_0, sarama.V2_0_0_0, sarama.V3_6_0_0} {
 		t.Run(v.String(), func(t *testing.T) {
-			e, addr := r28Server(t)
+			e, addr := saramaServer(t)
 			if err := e.CreateTopicWithConfig("sv", 1, map[string]string{"retention.ms": "3600000"}); err != nil {
 				t.Fatal(err)
 			}
@@ -789,4 +752,15 @@ func TestReview28SaramaAdminVersions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// r28Producer is a kgo client that writes to the partition each record names.
+func r28Producer(t *testing.T, addr string) *kgo.Client {
+	t.Helper()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prod.Close)
+	return prod
 }
