@@ -150,7 +150,8 @@ type Source interface {
 	Seek(tp TopicPartition, offset int64) error
 	// Fetch resets f and fills it with the next records, waiting until
 	// some partition's position can move or ctx is done (then it returns
-	// ctx's error). It may return with no record and no position moved.
+	// ctx.Err(), unwrapped). It may return with no record and no position
+	// moved.
 	Fetch(ctx context.Context, f *Fetched) error
 }
 
@@ -243,6 +244,10 @@ func (s *Sink[T]) Run(ctx context.Context) error {
 // transaction is kept, unless Commit's own error hides a commit that
 // happened; either way the next Poll reads the positions from the store
 // again and seeks the source to them, so it resumes where the store is.
+// If ctx ends while the source waits for records, Poll returns the
+// source's error as it is (ctx.Err() itself from EngineSource): no
+// transaction was begun. Errors of the transaction's steps are wrapped
+// ("cannot ...: %w"), so a caller can tell an idle wait from a failure.
 func (s *Sink[T]) Poll(ctx context.Context) (int, error) {
 	if !s.loaded {
 		if err := s.load(ctx); err != nil {
