@@ -54,9 +54,10 @@
 //
 // An effect that cannot join the transaction (an HTTP call, an email)
 // gets Record.IdempotencyKey, "topic/partition/offset". What it
-// guarantees: the handler is called for every committed record until a
-// transaction containing the record commits, so the call is made at least
-// once, and every attempt for a record carries the same key, across
+// guarantees: as long as the sink is run again after each failure, the
+// handler is called for a committed record until a transaction containing
+// the record commits, so a call the handler makes for it is made at least
+// once, and every attempt for the record carries the same key, across
 // retries, rolled-back transactions and restarts. What it does not: the
 // call happens again whenever the transaction around it does not commit
 // (a later record's handler fails, the position update conflicts, the

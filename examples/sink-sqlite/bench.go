@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/idemlog/idemlog/engine"
@@ -23,10 +24,13 @@ type benchConfig struct {
 }
 
 // benchResult is the outcome of a --bench run: the median throughput of
-// each loop, in transfers per second.
+// each loop, in transfers per second of wall-clock time and per second of
+// the process's CPU time (user and system: on a machine shared with other
+// work, wall time swings with the load, CPU time much less).
 type benchResult struct {
-	withPositions, withoutPositions float64
-	transactions                    int // database transactions of one run of the loop with positions
+	withPositions, withoutPositions       float64
+	withPositionsCPU, withoutPositionsCPU float64
+	transactions                          int // database transactions of one run of the loop with positions
 }
 
 // runBench measures the sink loop that stores positions against the same
@@ -41,9 +45,10 @@ func runBench(ctx context.Context, cfg benchConfig, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "%d transfers per run, %d runs each, max %d bytes per fetch (%d transactions per run)\n",
 		cfg.transfers, cfg.rounds, cfg.maxBytes, res.transactions)
-	fmt.Fprintf(out, "with positions:    %10.0f transfers/s (median)\n", res.withPositions)
-	fmt.Fprintf(out, "without positions: %10.0f transfers/s (median)\n", res.withoutPositions)
-	fmt.Fprintf(out, "ratio:             %10.3f\n", res.withPositions/res.withoutPositions)
+	fmt.Fprintf(out, "                   transfers/s wall  transfers/CPU-s (medians)\n")
+	fmt.Fprintf(out, "with positions:    %16.0f  %15.0f\n", res.withPositions, res.withPositionsCPU)
+	fmt.Fprintf(out, "without positions: %16.0f  %15.0f\n", res.withoutPositions, res.withoutPositionsCPU)
+	fmt.Fprintf(out, "ratio:             %16.3f  %15.3f\n", res.withPositions/res.withoutPositions, res.withPositionsCPU/res.withoutPositionsCPU)
 	return nil
 }
 
@@ -69,24 +74,28 @@ func bench(ctx context.Context, cfg benchConfig) (benchResult, error) {
 		return benchResult{}, err
 	}
 
-	var with, without []float64
+	var with, without, withCPU, withoutCPU []float64
 	var res benchResult
 	for i := range 2 * cfg.rounds {
 		positions := i%4 == 0 || i%4 == 3 // ABBA order
 		dbPath := filepath.Join(dir, fmt.Sprintf("run%d.db", i))
+		cpu0 := cpuTime()
 		elapsed, txns, err := benchRun(ctx, e, dbPath, cfg, positions)
 		if err != nil {
 			return benchResult{}, err
 		}
+		cpu := cpuTime() - cpu0
 		rate := float64(cfg.transfers) / elapsed.Seconds()
+		cpuRate := float64(cfg.transfers) / max(cpu, time.Microsecond).Seconds()
 		if positions {
-			with = append(with, rate)
+			with, withCPU = append(with, rate), append(withCPU, cpuRate)
 			res.transactions = txns
 		} else {
-			without = append(without, rate)
+			without, withoutCPU = append(without, rate), append(withoutCPU, cpuRate)
 		}
 	}
 	res.withPositions, res.withoutPositions = median(with), median(without)
+	res.withPositionsCPU, res.withoutPositionsCPU = median(withCPU), median(withoutCPU)
 	return res, nil
 }
 
@@ -163,6 +172,15 @@ type positionlessTx struct{ *sink.SQLTx }
 
 func (positionlessTx) SetPosition(context.Context, string, sink.TopicPartition, int64, int64) error {
 	return nil
+}
+
+// cpuTime is the user and system CPU time the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func median(v []float64) float64 {

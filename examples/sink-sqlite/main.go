@@ -78,7 +78,7 @@ func main() {
 	flag.IntVar(&cfg.maxBytes, "max-bytes", sink.DefaultMaxBytes, "bytes of batches per fetch, so per database transaction")
 	bench := flag.Bool("bench", false, "measure the sink loop with and without stored positions, side by side")
 	transfers := flag.Int("transfers", 200000, "--bench: transfers to apply per measured run")
-	rounds := flag.Int("rounds", 3, "--bench: measured runs of each loop, alternating")
+	rounds := flag.Int("rounds", 7, "--bench: measured runs of each loop, alternating")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
