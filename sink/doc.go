@@ -48,7 +48,8 @@
 // batches are atomic writes the positions into the batch; a file
 // rewritten atomically holds them next to the data); other sources
 // through Source, for example a Kafka client reading a broker at
-// read_committed.
+// read_committed (the interop module's sinksource_test.go has one over
+// franz-go's kgo, kept out of this module's dependencies).
 //
 // # Idempotency keys
 //

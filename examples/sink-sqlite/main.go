@@ -13,8 +13,10 @@
 //	go run . --produce 5000               # produce, apply, print the balances, exit
 //	go run . --bench --transfers 200000   # the loop with positions vs without, same run
 //
-// The module is its own (see go.mod) so that the SQLite driver stays out
-// of idemlog's main go.mod.
+// Its test SIGKILLs the service at random moments and checks the
+// balances against the log (go test . ; -kill.rounds N for more than the
+// default 50 kills). The module is its own (see go.mod) so that the
+// SQLite driver stays out of idemlog's main go.mod.
 package main
 
 import (
