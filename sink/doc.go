@@ -60,7 +60,7 @@
 // the record commits, so a call the handler makes for it is made at least
 // once, and every attempt for the record carries the same key, across
 // retries, rolled-back transactions and restarts. What it does not: the
-// call happens again whenever the transaction around it does not commit
+// call happens again whenever the transaction that encloses it does not commit
 // (a later record's handler fails, the position update conflicts, the
 // process dies before the commit), so the receiver sees duplicates; the
 // effect happens exactly once only if the receiver keeps the keys it has

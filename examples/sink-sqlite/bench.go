@@ -17,7 +17,7 @@ import (
 // benchConfig is one --bench run.
 type benchConfig struct {
 	transfers  int // committed transfers each measured run applies
-	rounds     int // measured runs of each loop
+	runs       int // measured runs of each loop
 	maxBytes   int // sink.EngineSource.MaxBytes: sets the records per database transaction
 	partitions int
 	accounts   int
@@ -44,7 +44,7 @@ func runBench(ctx context.Context, cfg benchConfig, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "%d transfers per run, %d runs each, max %d bytes per fetch (%d transactions per run)\n",
-		cfg.transfers, cfg.rounds, cfg.maxBytes, res.transactions)
+		cfg.transfers, cfg.runs, cfg.maxBytes, res.transactions)
 	fmt.Fprintf(out, "                   transfers/s wall  transfers/CPU-s (medians)\n")
 	fmt.Fprintf(out, "with positions:    %16.0f  %15.0f\n", res.withPositions, res.withPositionsCPU)
 	fmt.Fprintf(out, "without positions: %16.0f  %15.0f\n", res.withoutPositions, res.withoutPositionsCPU)
@@ -76,7 +76,7 @@ func bench(ctx context.Context, cfg benchConfig) (benchResult, error) {
 
 	var with, without, withCPU, withoutCPU []float64
 	var res benchResult
-	for i := range 2 * cfg.rounds {
+	for i := range 2 * cfg.runs {
 		positions := i%4 == 0 || i%4 == 3 // ABBA order
 		dbPath := filepath.Join(dir, fmt.Sprintf("run%d.db", i))
 		cpu0 := cpuTime()

@@ -14,7 +14,7 @@
 //	go run . --bench --transfers 200000   # the loop with positions vs without, same run
 //
 // Its test SIGKILLs the service at random moments and checks the
-// balances against the log (go test . ; -kill.rounds N for more than the
+// balances against the log (go test . ; -kill.runs N for more than the
 // default 50 kills). The module is its own (see go.mod) so that the
 // SQLite driver stays out of idemlog's main go.mod.
 package main
@@ -80,14 +80,14 @@ func main() {
 	flag.IntVar(&cfg.maxBytes, "max-bytes", sink.DefaultMaxBytes, "bytes of batches per fetch, so per database transaction")
 	bench := flag.Bool("bench", false, "measure the sink loop with and without stored positions, side by side")
 	transfers := flag.Int("transfers", 200000, "--bench: transfers to apply per measured run")
-	rounds := flag.Int("rounds", 7, "--bench: measured runs of each loop, alternating")
+	runs := flag.Int("runs", 7, "--bench: measured runs of each loop, alternating")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
 	if *bench {
-		err = runBench(ctx, benchConfig{transfers: *transfers, rounds: *rounds, maxBytes: cfg.maxBytes, partitions: cfg.partitions, accounts: cfg.accounts}, os.Stdout)
+		err = runBench(ctx, benchConfig{transfers: *transfers, runs: *runs, maxBytes: cfg.maxBytes, partitions: cfg.partitions, accounts: cfg.accounts}, os.Stdout)
 	} else {
 		cfg.drain, cfg.drainIdle = cfg.produce >= 0, 200*time.Millisecond
 		err = runMain(ctx, cfg, os.Stdout)

@@ -19,7 +19,7 @@ import (
 )
 
 var (
-	killRounds   = flag.Int("kill.rounds", 50, "TestKilledServiceAppliesOnce: SIGKILLed runs of the service")
+	killRuns     = flag.Int("kill.runs", 50, "TestKilledServiceAppliesOnce: SIGKILLed runs of the service")
 	killMaxDelay = flag.Duration("kill.max-delay", 150*time.Millisecond, "TestKilledServiceAppliesOnce: longest a run lives before its SIGKILL")
 )
 
@@ -97,7 +97,7 @@ func (c *child) kill(t *testing.T) {
 }
 
 // TestKilledServiceAppliesOnce SIGKILLs the service (producer and sink
-// in one process) at random moments, kill.rounds times, then lets a last
+// in one process) at random moments, kill.runs times, then lets a last
 // run apply what is left, and checks the database against the log: the
 // ledger holds every committed transfer exactly once and nothing else
 // (no transfer of an aborted or unfinished transaction), and each
@@ -109,13 +109,13 @@ func TestKilledServiceAppliesOnce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 22))
 	growing := 0
 	var last int64
-	for round := range *killRounds {
+	for run := range *killRuns {
 		c := startChild(t, dir)
 		select {
 		case <-c.ready:
 		case <-time.After(30 * time.Second):
 			c.kill(t)
-			t.Fatalf("round %d: the service did not start", round)
+			t.Fatalf("run %d: the service did not start", run)
 		}
 		time.Sleep(time.Duration(rng.Int64N(int64(*killMaxDelay) + 1)))
 		c.kill(t)
@@ -125,8 +125,8 @@ func TestKilledServiceAppliesOnce(t *testing.T) {
 		}
 	}
 	// Kills that all fell before the first commit would prove nothing.
-	if growing < *killRounds/4 {
-		t.Fatalf("the ledger grew in only %d of %d runs", growing, *killRounds)
+	if growing < *killRuns/4 {
+		t.Fatalf("the ledger grew in only %d of %d runs", growing, *killRuns)
 	}
 
 	// The last run produces nothing (it ends the transaction the last
@@ -141,7 +141,7 @@ func TestKilledServiceAppliesOnce(t *testing.T) {
 		t.Fatal("no aborted transfer in the log: the test would not see them applied")
 	}
 	checkDatabase(t, cfg.dbPath, committed)
-	t.Logf("%d runs killed, %d committed transfers applied once, %d aborted ones not applied", *killRounds, len(committed), aborted)
+	t.Logf("%d runs killed, %d committed transfers applied once, %d aborted ones not applied", *killRuns, len(committed), aborted)
 }
 
 // ledgerRows counts the ledger's rows in dir's database (0 before the
@@ -283,7 +283,7 @@ func TestRunMainAppliesProducedTransfers(t *testing.T) {
 // TestBenchLoopsApplyTheSameRows runs --bench small: both loops must
 // apply every transfer (the throughput figures are not checked here).
 func TestBenchLoopsApplyTheSameRows(t *testing.T) {
-	res, err := bench(context.Background(), benchConfig{transfers: 300, rounds: 1, maxBytes: 1024, partitions: 2, accounts: 10})
+	res, err := bench(context.Background(), benchConfig{transfers: 300, runs: 1, maxBytes: 1024, partitions: 2, accounts: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 // TestSQLStoreOnSQLite runs sink.SQLStore against a real database: the
 // table is created once (a second store on it reuses it), positions
-// round-trip per group, a stale update is refused with
+// are read back per group, a stale update is refused with
 // ErrPositionConflict, a second insert of a new position fails on the
 // primary key, and a rollback keeps nothing.
 func TestSQLStoreOnSQLite(t *testing.T) {
