@@ -45,6 +45,7 @@ var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-
 // plain enough for SQLite, PostgreSQL and MySQL.
 type SQLStore struct {
 	db     *sql.DB
+	table  string
 	txOpts *sql.TxOptions
 
 	selectQuery string
@@ -73,7 +74,7 @@ func NewSQLStore(ctx context.Context, db *sql.DB, opts SQLOptions) (*SQLStore, e
 	if _, err := db.ExecContext(ctx, q.create); err != nil {
 		return nil, fmt.Errorf("cannot create table %s: %w", table, err)
 	}
-	s := &SQLStore{db: db, txOpts: opts.TxOptions, selectQuery: q.selectGroup}
+	s := &SQLStore{db: db, table: table, txOpts: opts.TxOptions, selectQuery: q.selectGroup}
 	var err error
 	if s.insert, err = db.PrepareContext(ctx, q.insert); err != nil {
 		return nil, fmt.Errorf("cannot prepare position insert: %w", err)
@@ -138,7 +139,7 @@ func (s *SQLStore) Close() error {
 func (s *SQLStore) Positions(ctx context.Context, group string) (map[TopicPartition]int64, error) {
 	rows, err := s.db.QueryContext(ctx, s.selectQuery, group)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cannot query %s: %w", s.table, err)
 	}
 	defer rows.Close()
 	out := map[TopicPartition]int64{}
@@ -146,11 +147,14 @@ func (s *SQLStore) Positions(ctx context.Context, group string) (map[TopicPartit
 		var tp TopicPartition
 		var next int64
 		if err := rows.Scan(&tp.Topic, &tp.Partition, &next); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("cannot scan a row of %s: %w", s.table, err)
 		}
 		out[tp] = next
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("cannot read %s: %w", s.table, err)
+	}
+	return out, nil
 }
 
 // Begin implements Store.
@@ -176,16 +180,18 @@ type SQLTx struct {
 // leaves no row to match: ErrPositionConflict).
 func (t *SQLTx) SetPosition(ctx context.Context, group string, tp TopicPartition, prev, next int64) error {
 	if prev < 0 {
-		_, err := t.StmtContext(ctx, t.store.insert).ExecContext(ctx, group, tp.Topic, tp.Partition, next)
-		return err
+		if _, err := t.StmtContext(ctx, t.store.insert).ExecContext(ctx, group, tp.Topic, tp.Partition, next); err != nil {
+			return fmt.Errorf("cannot insert into %s: %w", t.store.table, err)
+		}
+		return nil
 	}
 	res, err := t.StmtContext(ctx, t.store.update).ExecContext(ctx, next, group, tp.Topic, tp.Partition, prev)
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot update %s: %w", t.store.table, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot count rows updated in %s: %w", t.store.table, err)
 	}
 	if n != 1 {
 		return fmt.Errorf("cannot move position of %s-%d from %d: %w", tp.Topic, tp.Partition, prev, ErrPositionConflict)
