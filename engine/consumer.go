@@ -62,6 +62,15 @@ func (c *Consumer) Assign(p *Partition) error {
 // Position returns the next offset the consumer reads from p.
 func (c *Consumer) Position(p *Partition) int64 { return c.positions[p] }
 
+// Seek assigns p at offset: the next Poll reads from there. It is for a
+// consumer whose positions live outside the group's committed offsets (in
+// the database its effects go to, package sink), and for going back to the
+// last position such a store holds after its transaction rolled back. An
+// offset outside the log makes the next Poll fail with
+// partition.ErrOffsetOutOfRange; nothing is checked here, so that the
+// error comes with the read that would have used the offset.
+func (c *Consumer) Seek(p *Partition, offset int64) { c.positions[p] = offset }
+
 // Poll reads the next batches of p (up to about maxBytes) and calls fn for
 // every record the isolation level shows, in offset order, then advances
 // the position past them. It returns how many records fn saw. The record's

@@ -42,7 +42,8 @@
 // does not reach outside: if a consumer of the log writes to a database or
 // calls a service, that side effect needs its own idempotency, for example
 // a write keyed by the record's (topic, partition, offset), or a table of
-// processed offsets updated in the same database transaction.
+// processed offsets updated in the same database transaction. Package sink
+// implements the latter (Consumer.Seek positions its reads).
 //
 // # Caveats
 //
