@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,12 +37,10 @@ type Partition struct {
 	// engine was closed (ErrClosed), not this partition deleted.
 	engineClosed *atomic.Bool
 
-	// maxBatch is the topic's max.message.bytes (0: the batch package's
-	// default); set at open.
-	maxBatch int
-	// config is the topic's overrides as stored (topic.config), read at
-	// open and never changed: TopicConfig shows them.
-	config map[string]string
+	// settings are the topic's configs as the append path reads them: set
+	// at open, replaced whole (never modified) by AlterTopicConfig, so a
+	// batch is checked against one version of them.
+	settings atomic.Pointer[topicSettings]
 
 	producers *pidtable.Table
 	txns      *openTxns
@@ -90,30 +87,14 @@ func openPartition(dir, topic string, index int, opts *Options, engineClosed *at
 	lopts := opts.Partition
 	lopts.Snapshot = p.snapshotImage
 	cfg, err := readTopicConfig(dir)
+	var settings *topicSettings
 	if err == nil {
-		err = applyTopicConfig(&lopts, cfg)
+		settings, err = p.settingsFor(&lopts, cfg)
 	}
-	p.config = cfg
 	if err != nil {
 		return nil, false, fmt.Errorf("cannot open partition %s-%d: %w", topic, index, err)
 	}
-	if p.maxBatch = lopts.MaxBatchSize; p.maxBatch <= 0 {
-		p.maxBatch = batch.DefaultMaxBatchSize
-	}
-	if IsInternalTopic(topic) {
-		// Kafka compacts the internal topics; idemlog does not compact, so
-		// deleting their segments by age or size would lose committed
-		// offsets and transaction state: retention is off for them.
-		lopts.RetentionAge = -1
-		lopts.RetentionBytes = 0
-		// Only the engine writes them, and a limit meant for clients'
-		// batches must not refuse its records: a transaction's decision
-		// record is larger than its Ongoing one (a rotation adds the next
-		// producer id), and a refused decision left the transaction
-		// unable to end, pinning its partitions' LSO. (From review.) A
-		// segment still bounds a batch.
-		p.maxBatch = math.MaxInt32
-	}
+	p.settings.Store(settings)
 	l, err := partition.Open(dir, lopts)
 	if err != nil {
 		return nil, false, fmt.Errorf("cannot open partition %s-%d: %w", topic, index, err)
@@ -252,7 +233,7 @@ func (p *Partition) writeVerified(b []byte, untrusted bool, ver *Verification) (
 	if untrusted {
 		validate = batch.ValidateProduce
 	}
-	v, err := validate(b, p.maxBatch)
+	v, err := validate(b, p.settings.Load().maxBatch)
 	if err == nil && untrusted {
 		// Bytes from outside the process have their records decoded
 		// before anything is written, as Kafka's LogValidator does: a bad

@@ -122,6 +122,10 @@ type Log struct {
 	active   *segRef
 	leo      int64 // next offset to assign
 	unsynced int64 // bytes appended since the last sync started (SyncBytes)
+	// rollBytes, if above 0, is a segment.bytes set while the log is open
+	// (SetLimits): a segment rolls once an append would take it past it,
+	// whatever size the segment was made with.
+	rollBytes int64
 	closed   bool
 	// stagers counts group syncs in flight under SyncAlways (sync.go):
 	// while it is above zero, appends are staged in the active segment
@@ -480,7 +484,8 @@ func (l *Log) maybeRoll(v batch.Batch, base, last int64) error {
 		waited = l.opts.Now().UnixMilli() - l.activeCreated
 	}
 	old := waited > l.opts.RollAge.Milliseconds()
-	if !old && seg.Fits(len(v), last) {
+	full := l.rollBytes > 0 && seg.Size()+int64(len(v)) > l.rollBytes
+	if !old && !full && seg.Fits(len(v), last) {
 		return nil
 	}
 	return l.roll(base)
