@@ -126,7 +126,7 @@ type Log struct {
 	// (SetLimits): a segment rolls once an append would take it past it,
 	// whatever size the segment was made with.
 	rollBytes int64
-	closed   bool
+	closed    bool
 	// stagers counts group syncs in flight under SyncAlways (sync.go):
 	// while it is above zero, appends are staged in the active segment
 	// (segment.SetStaging) and published only when a sync's end writes
