@@ -71,8 +71,12 @@ type AppendResult struct {
 	// Duplicate is set when the batch repeated one already in the log;
 	// the offsets are the original's and nothing was written.
 	Duplicate bool
-	// LogAppendTime is -1: idemlog keeps producers' CreateTime.
+	// LogAppendTime is the time the batch was stamped with on a
+	// LogAppendTime topic (for a duplicate, the original's), -1 on a
+	// CreateTime topic.
 	LogAppendTime int64
+	// dupTimestamp is a duplicate's original maxTimestamp.
+	dupTimestamp int64
 }
 
 // openPartition opens (or creates) a partition. hasID: dir holds a
@@ -233,7 +237,11 @@ func (p *Partition) writeVerified(b []byte, untrusted bool, ver *Verification) (
 	if untrusted {
 		validate = batch.ValidateProduce
 	}
-	v, err := validate(b, p.settings.Load().maxBatch)
+	st := p.settings.Load()
+	v, err := validate(b, st.maxBatch)
+	if err == nil && untrusted && st.logAppendTime && v.LogAppendTime() {
+		err = fmt.Errorf("producer should not set timestamp type to LogAppendTime: %w", ErrInvalidTimestamp)
+	}
 	if err == nil && untrusted {
 		// Bytes from outside the process have their records decoded
 		// before anything is written, as Kafka's LogValidator does: a bad
@@ -262,8 +270,21 @@ func (p *Partition) writeVerified(b []byte, untrusted bool, ver *Verification) (
 			v.SetCreateTime(maxTs)
 		}
 	}
+	if err == nil && st.timestampsBounded() {
+		err = checkTimestamps(v, st, p.opts.Now().UnixMilli())
+	}
 	if err != nil {
 		return AppendResult{}, false, fmt.Errorf("cannot append to %s-%d: %w", p.topic, p.index, err)
+	}
+	appendTime := int64(-1)
+	if st.logAppendTime {
+		// Stamped before the producer check: the batch the log keeps, and
+		// the producer state's record of it, carry the append time that a
+		// deduplicated retry answers.
+		appendTime = p.opts.Now().UnixMilli()
+		var release func()
+		v, release = stampAppendTime(v, appendTime)
+		defer release()
 	}
 	if !v.HasProducerID() {
 		var r partition.AppendResult
@@ -271,10 +292,13 @@ func (p *Partition) writeVerified(b []byte, untrusted bool, ver *Verification) (
 		if err != nil {
 			return AppendResult{}, false, fmt.Errorf("cannot append to %s-%d: %w", p.topic, p.index, err)
 		}
-		return AppendResult{BaseOffset: r.BaseOffset, LastOffset: r.LastOffset, LogAppendTime: -1}, wait, nil
+		return AppendResult{BaseOffset: r.BaseOffset, LastOffset: r.LastOffset, LogAppendTime: appendTime}, wait, nil
 	}
 	res, wait, err = p.appendIdempotent(v, ver)
-	res.LogAppendTime = -1
+	res.LogAppendTime = appendTime
+	if res.Duplicate && st.logAppendTime {
+		res.LogAppendTime = res.dupTimestamp
+	}
 	return res, wait, err
 }
 
@@ -305,7 +329,7 @@ func (p *Partition) appendIdempotent(v batch.Batch, ver *Verification) (AppendRe
 		}
 		// The original may still await its sync: the retry is acknowledged
 		// under the same promise.
-		return AppendResult{BaseOffset: dup.BaseOffset, LastOffset: dup.LastOffset, Duplicate: true}, p.log.MustWait(), nil
+		return AppendResult{BaseOffset: dup.BaseOffset, LastOffset: dup.LastOffset, Duplicate: true, dupTimestamp: dup.Timestamp}, p.log.MustWait(), nil
 	}
 	r, wait, err := p.log.AppendBatch(v, func(base int64) { p.apply(st, v, base) })
 	if err != nil && created {
