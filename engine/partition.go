@@ -276,15 +276,26 @@ func (p *Partition) writeVerified(b []byte, untrusted bool, ver *Verification) (
 	if err != nil {
 		return AppendResult{}, false, fmt.Errorf("cannot append to %s-%d: %w", p.topic, p.index, err)
 	}
+	if st.needsRecompression(v) {
+		bld := recompressors.Get().(*batch.Builder)
+		defer recompressors.Put(bld)
+		if v, err = recompress(v, st, bld); err != nil {
+			return AppendResult{}, false, fmt.Errorf("cannot append to %s-%d: %w", p.topic, p.index, err)
+		}
+		if len(v) > st.maxBatch {
+			return AppendResult{}, false, fmt.Errorf("cannot append to %s-%d: %d bytes once compressed as %v, over max.message.bytes %d: %w",
+				p.topic, p.index, len(v), st.codec, st.maxBatch, batch.ErrTooLarge)
+		}
+	}
 	appendTime := int64(-1)
 	if st.logAppendTime {
 		// Stamped before the producer check: the batch the log keeps, and
 		// the producer state's record of it, carry the append time that a
 		// deduplicated retry answers.
 		appendTime = p.opts.Now().UnixMilli()
-		var release func()
-		v, release = stampAppendTime(v, appendTime)
-		defer release()
+		buf := appendTimeBufs.Get().(*[]byte)
+		v = stampAppendTime(v, appendTime, buf)
+		defer putAppendTimeBuf(buf)
 	}
 	if !v.HasProducerID() {
 		var r partition.AppendResult

@@ -67,16 +67,19 @@ func checkTimestamps(v batch.Batch, s *topicSettings, now int64) error {
 // so that a LogAppendTime topic's appends do not allocate.
 var appendTimeBufs = sync.Pool{New: func() any { return new([]byte) }}
 
-// stampAppendTime returns a copy of v (in a pooled buffer, given back with
-// release) stamped with the append time now.
-func stampAppendTime(v batch.Batch, now int64) (stamped batch.Batch, release func()) {
-	buf := appendTimeBufs.Get().(*[]byte)
+// stampAppendTime copies v into buf (one of appendTimeBufs) and stamps the
+// copy with the append time now.
+func stampAppendTime(v batch.Batch, now int64, buf *[]byte) batch.Batch {
 	*buf = append((*buf)[:0], v...)
-	stamped = batch.Batch(*buf)
+	stamped := batch.Batch(*buf)
 	stamped.SetLogAppendTime(now)
-	return stamped, func() {
-		if cap(*buf) <= 4<<20 { // an outsized batch's buffer is let go
-			appendTimeBufs.Put(buf)
-		}
+	return stamped
+}
+
+// putAppendTimeBuf gives buf back to appendTimeBufs; an outsized batch's
+// buffer is let go.
+func putAppendTimeBuf(buf *[]byte) {
+	if cap(*buf) <= 4<<20 {
+		appendTimeBufs.Put(buf)
 	}
 }

@@ -145,3 +145,37 @@ func TestTimestampBounds(t *testing.T) {
 		t.Fatalf("timestamp -1: %v", err)
 	}
 }
+
+// TestLogAppendTimeAllocs: stamping the append time copies the batch into
+// a pooled buffer; an append to a LogAppendTime topic allocates nothing.
+// Skipped under the race detector, whose sync.Pool drops entries at random.
+func TestLogAppendTimeAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops entries at random under the race detector")
+	}
+	e := openEngine(t, t.TempDir(), Options{})
+	defer e.Close()
+	if err := e.CreateTopicWithConfig("lat", 1, map[string]string{"message.timestamp.type": "LogAppendTime"}); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := e.Partition("lat", 0)
+	const n = 300
+	bs := make([][]byte, n)
+	for i := range n {
+		bs[i] = idem(t, 7, 0, int32(i*10), 10, 1)
+	}
+	i := 0
+	for ; i < 50; i++ {
+		if _, err := p.Append(bs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a := testing.AllocsPerRun(200, func() {
+		if _, err := p.Append(bs[i]); err != nil {
+			t.Fatal(err)
+		}
+		i++
+	}); a != 0 {
+		t.Fatalf("Append to a LogAppendTime topic: %v allocs per batch, want 0", a)
+	}
+}

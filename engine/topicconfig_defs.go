@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/partition"
 )
 
@@ -56,6 +57,12 @@ type topicSettings struct {
 	tsBefore, tsAfter int64
 	// compact: cleanup.policy lists compact.
 	compact bool
+	// recompress: compression.type names a codec (not "producer"), codec;
+	// levels are compression.gzip.level, lz4 and zstd's, by codec (0: the
+	// codec's default).
+	recompress bool
+	codec      batch.Codec
+	levels     [5]int
 }
 
 // configDef is one topic config.
@@ -237,11 +244,29 @@ var topicConfigDefs = []configDef{
 			}
 			s.compact = slices.Contains(splitList(v), "compact")
 		}},
-	{name: "compression.gzip.level", typ: typeInt, def: "-1", broker: "compression.gzip.level", check: checkGzipLevel},
-	{name: "compression.lz4.level", typ: typeInt, def: "9", broker: "compression.lz4.level", check: intBetween(1, 17)},
+	{name: "compression.gzip.level", typ: typeInt, def: "-1", broker: "compression.gzip.level", check: checkGzipLevel,
+		apply: func(_ *partition.Options, s *topicSettings, v string) { s.levels[batch.CodecGzip] = int(mustLong(v)) }},
+	{name: "compression.lz4.level", typ: typeInt, def: "9", broker: "compression.lz4.level", check: intBetween(1, 17),
+		apply: func(_ *partition.Options, s *topicSettings, v string) { s.levels[batch.CodecLZ4] = int(mustLong(v)) }},
 	{name: "compression.type", typ: typeString, def: "producer", broker: "compression.type",
-		check: oneOf("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")},
-	{name: "compression.zstd.level", typ: typeInt, def: "3", broker: "compression.zstd.level", check: intBetween(-131072, 22)},
+		check: oneOf("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+		apply: func(_ *partition.Options, s *topicSettings, v string) {
+			s.recompress = v != "producer"
+			switch v {
+			case "gzip":
+				s.codec = batch.CodecGzip
+			case "snappy":
+				s.codec = batch.CodecSnappy
+			case "lz4":
+				s.codec = batch.CodecLZ4
+			case "zstd":
+				s.codec = batch.CodecZstd
+			default:
+				s.codec = batch.CodecNone
+			}
+		}},
+	{name: "compression.zstd.level", typ: typeInt, def: "3", broker: "compression.zstd.level", check: intBetween(-131072, 22),
+		apply: func(_ *partition.Options, s *topicSettings, v string) { s.levels[batch.CodecZstd] = int(mustLong(v)) }},
 	{name: "delete.retention.ms", typ: typeLong, def: "86400000", broker: "log.cleaner.delete.retention.ms", check: longAtLeast(0)},
 	{name: "file.delete.delay.ms", typ: typeLong, def: "60000", broker: "log.segment.delete.delay.ms", check: longAtLeast(0)},
 	{name: "flush.messages", typ: typeLong, def: longMax, broker: "log.flush.interval.messages", check: longAtLeast(1),
