@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/errcode"
 )
 
 // Broker-side compression (a topic's compression.type, Kafka's
@@ -59,4 +60,26 @@ func recompress(v batch.Batch, s *topicSettings, b *batch.Builder) (batch.Batch,
 		return nil, fmt.Errorf("cannot recompress: %w", err)
 	}
 	return out, nil
+}
+
+// ErrNoKey: a record without a key for a compacted topic, which keeps
+// records by key (Kafka's INVALID_RECORD, "Compacted topic cannot accept
+// message without key").
+var ErrNoKey = errcode.New(errcode.InvalidRecord, "compacted topic cannot accept a record without a key")
+
+// checkKeys refuses v if one of its records has no key.
+func checkKeys(v batch.Batch) error {
+	d := recordCheckers.Get().(*batch.Decoder)
+	defer recordCheckers.Put(d)
+	recs, err := d.Records(v)
+	if err != nil {
+		return err
+	}
+	var r batch.Record
+	for recs.Next(&r) {
+		if r.Key == nil {
+			return fmt.Errorf("record at offset delta %d: %w", r.OffsetDelta, ErrNoKey)
+		}
+	}
+	return recs.Err()
 }

@@ -110,3 +110,35 @@ func TestTopicCompression(t *testing.T) {
 		t.Fatalf("rebuilt over max.message.bytes: %v (high watermark %d)", err, p.Log().HighWatermark())
 	}
 }
+
+// TestCompactedTopicKeys: a compacted topic refuses a batch with a record
+// that has no key (INVALID_RECORD), writing nothing; a delete topic takes
+// it.
+func TestCompactedTopicKeys(t *testing.T) {
+	e := openEngine(t, t.TempDir(), Options{})
+	defer e.Close()
+	if err := e.CreateTopicWithConfig("c", 1, map[string]string{"cleanup.policy": "compact,delete"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CreateTopic("d", 1); err != nil {
+		t.Fatal(err)
+	}
+	b := batch.NewBuilder(batch.CodecNone)
+	b.Append(1, []byte("k"), []byte("v"), nil)
+	b.Append(1, nil, []byte("v"), nil)
+	noKey, _ := b.Build()
+	c, _ := e.Partition("c", 0)
+	if _, err := c.Append(noKey); !errors.Is(err, ErrNoKey) || c.Log().HighWatermark() != 0 {
+		t.Fatalf("compacted topic: %v (high watermark %d), want ErrNoKey", err, c.Log().HighWatermark())
+	}
+	d, _ := e.Partition("d", 0)
+	if _, err := d.Append(noKey); err != nil {
+		t.Fatalf("delete topic: %v", err)
+	}
+	b.Reset(batch.CodecNone)
+	b.Append(1, []byte("k"), nil, nil) // a tombstone has a key
+	tomb, _ := b.Build()
+	if _, err := c.Append(tomb); err != nil {
+		t.Fatalf("tombstone: %v", err)
+	}
+}

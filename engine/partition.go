@@ -270,6 +270,9 @@ func (p *Partition) writeVerified(b []byte, untrusted bool, ver *Verification) (
 			v.SetCreateTime(maxTs)
 		}
 	}
+	if err == nil && st.compact && !v.IsControl() {
+		err = checkKeys(v)
+	}
 	if err == nil && st.timestampsBounded() {
 		err = checkTimestamps(v, st, p.opts.Now().UnixMilli())
 	}
