@@ -173,6 +173,16 @@ func (b Batch) SetCreateTime(ts int64) {
 	binary.BigEndian.PutUint32(b[offCRC:], b.ComputeCRC())
 }
 
+// SetLogAppendTime marks the batch LogAppendTime with ts as its
+// maxTimestamp, the time readers give each of its records, and reseals the
+// CRC: what a broker does to a batch of a LogAppendTime topic. The records
+// are left as they are.
+func (b Batch) SetLogAppendTime(ts int64) {
+	b[offAttributes+1] |= attrLogAppendTime
+	binary.BigEndian.PutUint64(b[offMaxTimestamp:], uint64(ts))
+	binary.BigEndian.PutUint32(b[offCRC:], b.ComputeCRC())
+}
+
 // SetPartitionLeaderEpoch stamps the leader epoch in place. The CRC does not cover it.
 func (b Batch) SetPartitionLeaderEpoch(e int32) {
 	binary.BigEndian.PutUint32(b[offLeaderEpoch:], uint32(e))

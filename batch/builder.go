@@ -39,10 +39,44 @@ type Builder struct {
 	baseTs int64
 	maxTs  int64
 
+	// level is the compression level (SetLevel); the compressors were
+	// made for zLevel, and are made again when it changes.
+	level, zLevel int
+
 	gz  *gzip.Writer
 	lz  *lz4.Writer
 	zs  *zstd.Encoder
 	app appender
+}
+
+// SetLevel sets the compression level of the batches built from now on,
+// on Kafka's scales (compression.gzip.level, compression.lz4.level,
+// compression.zstd.level): gzip 1-9, lz4 1-17, zstd -131072-22. 0 means
+// the codec's default (what Kafka's producers use); snappy has no levels.
+// The level is kept across Reset.
+func (b *Builder) SetLevel(level int) { b.level = level }
+
+// lz4Level maps Kafka's lz4 levels (1-17, as lz4-java's high compressor
+// takes them) onto the encoder's: Kafka's default, 9, and below are the
+// fast encoder, as producers write.
+func lz4Level(level int) lz4.CompressionLevel {
+	switch {
+	case level <= 9:
+		return lz4.Fast
+	case level <= 11:
+		return lz4.Level5
+	case level <= 14:
+		return lz4.Level7
+	default:
+		return lz4.Level9
+	}
+}
+
+// compressorsFor drops the compressors made for another level.
+func (b *Builder) compressorsFor(level int) {
+	if level != b.zLevel {
+		b.gz, b.lz, b.zs, b.zLevel = nil, nil, nil, level
+	}
 }
 
 // appender is an io.Writer that appends to a slice the Builder owns; the
@@ -160,6 +194,7 @@ func (b *Builder) Build() (Batch, error) {
 		out = b.buf // sealed in place
 	} else {
 		out = append(b.out[:0], make([]byte, HeaderSize)...)
+		b.compressorsFor(b.level)
 		var err error
 		switch b.codec {
 		case CodecGzip:
@@ -222,7 +257,15 @@ func putHeader(out []byte, h header) {
 func (b *Builder) deflate(out []byte) ([]byte, error) {
 	b.app.b = &out
 	if b.gz == nil {
-		b.gz = gzip.NewWriter(b.app)
+		level := gzip.DefaultCompression
+		if b.level >= gzip.BestSpeed && b.level <= gzip.BestCompression {
+			level = b.level
+		}
+		gz, err := gzip.NewWriterLevel(b.app, level)
+		if err != nil {
+			return nil, fmt.Errorf("BUG: cannot create gzip writer: %w", err)
+		}
+		b.gz = gz
 	} else {
 		b.gz.Reset(b.app)
 	}
@@ -242,7 +285,7 @@ func (b *Builder) lz4(out []byte) ([]byte, error) {
 		b.lz = lz4.NewWriter(b.app)
 		// Kafka's own LZ4 stream uses 64 KiB blocks; concurrency 1 keeps
 		// the encoder on this goroutine.
-		if err := b.lz.Apply(lz4.BlockSizeOption(lz4.Block64Kb), lz4.ConcurrencyOption(1)); err != nil {
+		if err := b.lz.Apply(lz4.BlockSizeOption(lz4.Block64Kb), lz4.ConcurrencyOption(1), lz4.CompressionLevelOption(lz4Level(b.level))); err != nil {
 			return nil, fmt.Errorf("BUG: cannot configure lz4 writer: %w", err)
 		}
 	} else {
@@ -260,7 +303,11 @@ func (b *Builder) lz4(out []byte) ([]byte, error) {
 
 func (b *Builder) zstd(out []byte) ([]byte, error) {
 	if b.zs == nil {
-		zs, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
+		level := zstd.SpeedDefault
+		if b.level != 0 {
+			level = zstd.EncoderLevelFromZstd(b.level)
+		}
+		zs, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(level))
 		if err != nil {
 			return nil, fmt.Errorf("BUG: cannot create zstd encoder: %w", err)
 		}

@@ -30,8 +30,8 @@ func TestAddPartitions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !maps.Equal(p.config, cfg) || p.topicID != id {
-				t.Fatalf("partition %d: config %v id %x, want %v %x", i, p.config, p.topicID, cfg, id)
+			if !maps.Equal(p.settings.Load().config, cfg) || p.topicID != id {
+				t.Fatalf("partition %d: config %v id %x, want %v %x", i, p.settings.Load().config, p.topicID, cfg, id)
 			}
 		}
 	}

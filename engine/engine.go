@@ -208,6 +208,9 @@ func Open(dir string, opts Options) (*Engine, error) {
 	if err != nil {
 		return fail(err)
 	}
+	if err := reconcileTopicConfigs(parts); err != nil {
+		return fail(err)
+	}
 	e.parts.Store(&parts)
 	e.ids.Store(ids)
 	if _, ok := parts[partitionKey(txnStateTopic, 0)]; ok {
@@ -379,7 +382,7 @@ func (e *Engine) createTopic(topic string, partitions int, cfg map[string]string
 		if partitions <= cur || partitions > 1<<20 {
 			return fmt.Errorf("cannot raise topic %q from %d to %d partitions: %w", topic, cur, partitions, ErrInvalidPartitions)
 		}
-		cfg = p0.config
+		cfg = p0.settings.Load().config
 	}
 	if mode == createNew {
 		if known {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,12 +37,10 @@ type Partition struct {
 	// engine was closed (ErrClosed), not this partition deleted.
 	engineClosed *atomic.Bool
 
-	// maxBatch is the topic's max.message.bytes (0: the batch package's
-	// default); set at open.
-	maxBatch int
-	// config is the topic's overrides as stored (topic.config), read at
-	// open and never changed: TopicConfig shows them.
-	config map[string]string
+	// settings are the topic's configs as the append path reads them: set
+	// at open, replaced whole (never modified) by AlterTopicConfig, so a
+	// batch is checked against one version of them.
+	settings atomic.Pointer[topicSettings]
 
 	producers *pidtable.Table
 	txns      *openTxns
@@ -74,8 +71,12 @@ type AppendResult struct {
 	// Duplicate is set when the batch repeated one already in the log;
 	// the offsets are the original's and nothing was written.
 	Duplicate bool
-	// LogAppendTime is -1: idemlog keeps producers' CreateTime.
+	// LogAppendTime is the time the batch was stamped with on a
+	// LogAppendTime topic (for a duplicate, the original's), -1 on a
+	// CreateTime topic.
 	LogAppendTime int64
+	// dupTimestamp is a duplicate's original maxTimestamp.
+	dupTimestamp int64
 }
 
 // openPartition opens (or creates) a partition. hasID: dir holds a
@@ -90,30 +91,14 @@ func openPartition(dir, topic string, index int, opts *Options, engineClosed *at
 	lopts := opts.Partition
 	lopts.Snapshot = p.snapshotImage
 	cfg, err := readTopicConfig(dir)
+	var settings *topicSettings
 	if err == nil {
-		err = applyTopicConfig(&lopts, cfg)
+		settings, err = p.settingsFor(&lopts, cfg)
 	}
-	p.config = cfg
 	if err != nil {
 		return nil, false, fmt.Errorf("cannot open partition %s-%d: %w", topic, index, err)
 	}
-	if p.maxBatch = lopts.MaxBatchSize; p.maxBatch <= 0 {
-		p.maxBatch = batch.DefaultMaxBatchSize
-	}
-	if IsInternalTopic(topic) {
-		// Kafka compacts the internal topics; idemlog does not compact, so
-		// deleting their segments by age or size would lose committed
-		// offsets and transaction state: retention is off for them.
-		lopts.RetentionAge = -1
-		lopts.RetentionBytes = 0
-		// Only the engine writes them, and a limit meant for clients'
-		// batches must not refuse its records: a transaction's decision
-		// record is larger than its Ongoing one (a rotation adds the next
-		// producer id), and a refused decision left the transaction
-		// unable to end, pinning its partitions' LSO. (From review.) A
-		// segment still bounds a batch.
-		p.maxBatch = math.MaxInt32
-	}
+	p.settings.Store(settings)
 	l, err := partition.Open(dir, lopts)
 	if err != nil {
 		return nil, false, fmt.Errorf("cannot open partition %s-%d: %w", topic, index, err)
@@ -252,7 +237,11 @@ func (p *Partition) writeVerified(b []byte, untrusted bool, ver *Verification) (
 	if untrusted {
 		validate = batch.ValidateProduce
 	}
-	v, err := validate(b, p.maxBatch)
+	st := p.settings.Load()
+	v, err := validate(b, st.maxBatch)
+	if err == nil && untrusted && st.logAppendTime && v.LogAppendTime() {
+		err = fmt.Errorf("producer should not set timestamp type to LogAppendTime: %w", ErrInvalidTimestamp)
+	}
 	if err == nil && untrusted {
 		// Bytes from outside the process have their records decoded
 		// before anything is written, as Kafka's LogValidator does: a bad
@@ -281,8 +270,35 @@ func (p *Partition) writeVerified(b []byte, untrusted bool, ver *Verification) (
 			v.SetCreateTime(maxTs)
 		}
 	}
+	if err == nil && st.compact && !v.IsControl() {
+		err = checkKeys(v)
+	}
+	if err == nil && st.timestampsBounded() {
+		err = checkTimestamps(v, st, p.opts.Now().UnixMilli())
+	}
 	if err != nil {
 		return AppendResult{}, false, fmt.Errorf("cannot append to %s-%d: %w", p.topic, p.index, err)
+	}
+	if st.needsRecompression(v) {
+		bld := recompressors.Get().(*batch.Builder)
+		defer recompressors.Put(bld)
+		if v, err = recompress(v, st, bld); err != nil {
+			return AppendResult{}, false, fmt.Errorf("cannot append to %s-%d: %w", p.topic, p.index, err)
+		}
+		if len(v) > st.maxBatch {
+			return AppendResult{}, false, fmt.Errorf("cannot append to %s-%d: %d bytes once compressed as %v, over max.message.bytes %d: %w",
+				p.topic, p.index, len(v), st.codec, st.maxBatch, batch.ErrTooLarge)
+		}
+	}
+	appendTime := int64(-1)
+	if st.logAppendTime {
+		// Stamped before the producer check: the batch the log keeps, and
+		// the producer state's record of it, carry the append time that a
+		// deduplicated retry answers.
+		appendTime = p.opts.Now().UnixMilli()
+		buf := appendTimeBufs.Get().(*[]byte)
+		v = stampAppendTime(v, appendTime, buf)
+		defer putAppendTimeBuf(buf)
 	}
 	if !v.HasProducerID() {
 		var r partition.AppendResult
@@ -290,10 +306,13 @@ func (p *Partition) writeVerified(b []byte, untrusted bool, ver *Verification) (
 		if err != nil {
 			return AppendResult{}, false, fmt.Errorf("cannot append to %s-%d: %w", p.topic, p.index, err)
 		}
-		return AppendResult{BaseOffset: r.BaseOffset, LastOffset: r.LastOffset, LogAppendTime: -1}, wait, nil
+		return AppendResult{BaseOffset: r.BaseOffset, LastOffset: r.LastOffset, LogAppendTime: appendTime}, wait, nil
 	}
 	res, wait, err = p.appendIdempotent(v, ver)
-	res.LogAppendTime = -1
+	res.LogAppendTime = appendTime
+	if res.Duplicate && st.logAppendTime {
+		res.LogAppendTime = res.dupTimestamp
+	}
 	return res, wait, err
 }
 
@@ -324,7 +343,7 @@ func (p *Partition) appendIdempotent(v batch.Batch, ver *Verification) (AppendRe
 		}
 		// The original may still await its sync: the retry is acknowledged
 		// under the same promise.
-		return AppendResult{BaseOffset: dup.BaseOffset, LastOffset: dup.LastOffset, Duplicate: true}, p.log.MustWait(), nil
+		return AppendResult{BaseOffset: dup.BaseOffset, LastOffset: dup.LastOffset, Duplicate: true, dupTimestamp: dup.Timestamp}, p.log.MustWait(), nil
 	}
 	r, wait, err := p.log.AppendBatch(v, func(base int64) { p.apply(st, v, base) })
 	if err != nil && created {

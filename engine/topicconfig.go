@@ -9,9 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/idemlog/idemlog/errcode"
 	"github.com/idemlog/idemlog/internal/fsutil"
@@ -30,95 +28,89 @@ import (
 
 const topicConfigFile = "topic.config"
 
-// ErrInvalidConfig: a topic config idemlog does not know, or a value out of
-// range (Kafka's INVALID_CONFIG, 40).
+// ErrInvalidConfig: a topic config Kafka does not know, or a value Kafka
+// would refuse (INVALID_CONFIG, 40). The error's text is Kafka's message
+// (ConfigError).
 var ErrInvalidConfig = errcode.New(40, "invalid topic config")
 
-// topicConfigs are the configs a topic may set and how each applies.
-var topicConfigs = map[string]func(o *partition.Options, v int64) error{
-	"max.message.bytes": func(o *partition.Options, v int64) error {
-		if v < 1 || v > math.MaxInt32 {
-			return ErrInvalidConfig
-		}
-		o.MaxBatchSize = int(v)
-		return nil
-	},
-	"retention.ms": func(o *partition.Options, v int64) error {
-		switch {
-		case v == -1 || v > maxDurationMs:
-			// Past 292 years a Duration overflows (from review: about
-			// 584 years wrapped to under a millisecond and deleted
-			// everything): that is forever.
-			o.RetentionAge = -1
-		case v == 0:
-			// Kafka's 0: every closed segment whose records are older
-			// than now. (0 is the partition's "default" value.)
-			o.RetentionAge = 1
-		case v > 0:
-			o.RetentionAge = time.Duration(v) * time.Millisecond
-		default:
-			return ErrInvalidConfig
-		}
-		return nil
-	},
-	"retention.bytes": func(o *partition.Options, v int64) error {
-		switch {
-		case v < -1:
-			return ErrInvalidConfig
-		case v == 0:
-			// Kafka's 0 keeps no closed segment; the partition reads 0 as
-			// off. One byte is the same while the active segment holds
-			// data; right after a roll it keeps the last closed segment
-			// until the next append. (From review: 0 kept everything.)
-			o.RetentionBytes = 1
-		default:
-			o.RetentionBytes = v
-		}
-		return nil
-	},
-	"segment.bytes": func(o *partition.Options, v int64) error {
-		if v < 14 || v > math.MaxInt32 {
-			return ErrInvalidConfig // Kafka's own bounds: at least a header, at most 2 GiB
-		}
-		o.Segment.MaxBytes = v
-		return nil
-	},
-	"segment.ms": func(o *partition.Options, v int64) error {
-		if v < 1 {
-			return ErrInvalidConfig
-		}
-		// Long.MAX_VALUE, Kafka's "never", overflowed to -1 ms and rolled
-		// at every append. (From review.)
-		o.RollAge = time.Duration(min(v, maxDurationMs)) * time.Millisecond
-		return nil
-	},
+// ConfigError is a refused topic config. Msg is the message Kafka's broker
+// gives for it ("Unknown topic config name: x", "Invalid value v for
+// configuration n: reason"), so that a Kafka front end can answer with it.
+// Err is the sentinel it is (nil: ErrInvalidConfig).
+type ConfigError struct {
+	Msg string
+	Err error
 }
 
-// maxDurationMs is the most milliseconds a time.Duration holds.
-const maxDurationMs = math.MaxInt64 / int64(time.Millisecond)
+func (e *ConfigError) Error() string { return e.Msg }
 
-// ValidateTopicConfig checks a topic's configs: known names, integer
-// values in range.
+// Unwrap makes a ConfigError its sentinel for errors.Is and errcode.Code.
+func (e *ConfigError) Unwrap() error {
+	if e.Err == nil {
+		return ErrInvalidConfig
+	}
+	return e.Err
+}
+
+// ValidateTopicConfig checks a topic's overrides as Kafka's broker checks
+// them: known names (every topic config of Kafka 3.9 and 4.x; see
+// topicconfig_defs.go), each value's type and range, and the rules between
+// configs. The error is a *ConfigError.
 func ValidateTopicConfig(cfg map[string]string) error {
 	var o partition.Options
-	return applyTopicConfig(&o, cfg)
+	_, err := applyTopicConfig(&o, cfg)
+	return err
 }
 
-func applyTopicConfig(o *partition.Options, cfg map[string]string) error {
-	for name, val := range cfg {
-		apply, ok := topicConfigs[name]
+// applyTopicConfig validates cfg and applies it over o, returning the
+// settings the engine's append path reads.
+func applyTopicConfig(o *partition.Options, cfg map[string]string) (*topicSettings, error) {
+	names := make([]string, 0, len(cfg))
+	for name := range cfg {
+		names = append(names, name)
+	}
+	// Sorted, so that the first refusal reported is the same every time.
+	slices.Sort(names)
+	for _, name := range names {
+		def, ok := configDefByName[name]
 		if !ok {
-			return fmt.Errorf("cannot set topic config %q: unknown: %w", name, ErrInvalidConfig)
+			return nil, &ConfigError{Msg: "Unknown topic config name: " + name}
 		}
-		v, err := strconv.ParseInt(strings.TrimSpace(val), 10, 64)
-		if err != nil {
-			return fmt.Errorf("cannot set topic config %q to %q: %w", name, val, ErrInvalidConfig)
-		}
-		if err := apply(o, v); err != nil {
-			return fmt.Errorf("cannot set topic config %q to %d: %w", name, v, err)
+		if err := def.check(strings.TrimSpace(cfg[name])); err != nil {
+			return nil, &ConfigError{Msg: fmt.Sprintf("Invalid value %s for configuration %s: %v", cfg[name], name, err)}
 		}
 	}
-	return nil
+	if v := strings.TrimSpace(cfg["remote.storage.enable"]); strings.EqualFold(v, "true") {
+		return nil, &ConfigError{Msg: "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."}
+	}
+	minLag, maxLag := int64(0), int64(math.MaxInt64)
+	if v, ok := cfg["min.compaction.lag.ms"]; ok {
+		minLag = mustLong(strings.TrimSpace(v))
+	}
+	if v, ok := cfg["max.compaction.lag.ms"]; ok {
+		maxLag = mustLong(strings.TrimSpace(v))
+	}
+	if minLag > maxLag {
+		return nil, &ConfigError{Msg: fmt.Sprintf("conflict topic config setting min.compaction.lag.ms (%d) > max.compaction.lag.ms (%d)", minLag, maxLag)}
+	}
+	s := &topicSettings{config: cfg, maxBatch: o.MaxBatchSize, tsBefore: math.MaxInt64, tsAfter: math.MaxInt64}
+	for _, name := range names {
+		if def := configDefByName[name]; def.apply != nil {
+			def.apply(o, s, strings.TrimSpace(cfg[name]))
+		}
+	}
+	// Kafka 3.6-3.9: the deprecated difference bound stands in for a side
+	// left at its default.
+	if v, ok := cfg["message.timestamp.difference.max.ms"]; ok {
+		d := mustLong(strings.TrimSpace(v))
+		if _, set := cfg["message.timestamp.before.max.ms"]; !set {
+			s.tsBefore = d
+		}
+		if _, set := cfg["message.timestamp.after.max.ms"]; !set {
+			s.tsAfter = d
+		}
+	}
+	return s, nil
 }
 
 func writeTopicConfig(dir string, cfg map[string]string) error {

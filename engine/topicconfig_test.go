@@ -21,7 +21,7 @@ func TestTopicConfig(t *testing.T) {
 	if err := e.CreateTopic("big", 1); err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range []map[string]string{{"cleanup.policy": "compact"}, {"max.message.bytes": "x"}, {"max.message.bytes": "0"}, {"retention.ms": "-5"}} {
+	for _, bad := range []map[string]string{{"cleanup.policy": "compacted"}, {"max.message.bytes": "x"}, {"max.message.bytes": "-1"}, {"retention.ms": "-5"}, {"no.such.config": "1"}} {
 		if err := e.CreateTopicWithConfig("bad", 1, bad); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%v: %v, want ErrInvalidConfig", bad, err)
 		}

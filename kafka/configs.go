@@ -10,43 +10,26 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// brokerConfigNames maps a topic config to the broker config that sets
-// its default, as Kafka names them (LogConfig's synonyms).
-var brokerConfigNames = map[string]string{
-	"max.message.bytes":              "message.max.bytes",
-	"retention.ms":                   "log.retention.ms",
-	"retention.bytes":                "log.retention.bytes",
-	"segment.bytes":                  "log.segment.bytes",
-	"segment.ms":                     "log.roll.ms",
-	"segment.index.bytes":            "log.index.size.max.bytes",
-	"index.interval.bytes":           "log.index.interval.bytes",
-	"cleanup.policy":                 "log.cleanup.policy",
-	"compression.type":               "compression.type",
-	"message.timestamp.type":         "log.message.timestamp.type",
-	"min.insync.replicas":            "min.insync.replicas",
-	"unclean.leader.election.enable": "unclean.leader.election.enable",
-}
-
 // errConfigResource: a DescribeConfigs resource idemlog does not have
 // (another broker, a logger, a group).
 var errConfigResource = errcode.New(errcode.InvalidRequest, "no such config resource")
 
 var configTypes = map[string]kmsg.ConfigType{
 	"INT": kmsg.ConfigTypeInt, "LONG": kmsg.ConfigTypeLong, "STRING": kmsg.ConfigTypeString,
-	"BOOLEAN": kmsg.ConfigTypeBoolean, "LIST": kmsg.ConfigTypeList,
+	"BOOLEAN": kmsg.ConfigTypeBoolean, "LIST": kmsg.ConfigTypeList, "DOUBLE": kmsg.ConfigTypeDouble,
 }
 
 // describeConfigs answers DescribeConfigs v0-4 for topics and for this
 // broker (`kafka-topics --describe` asks for a topic's, `kafka-configs
-// --describe` for either). A topic shows every config TopicConfig lists:
+// --describe` for either). A topic shows every topic config of Kafka:
 // its overrides as dynamic topic configs (source 1), the rest as the
 // engine's values (source 4 where its Options set them, 5 for Kafka's
-// defaults). The broker (its id) shows the engine's values under their
-// broker names and its own settings; "" (the cluster-wide dynamic
-// defaults) has none. Nothing can be altered (no AlterConfigs), so every entry
-// is read-only but the topic configs CreateTopics may set. ConfigNames
-// keeps only the names listed; synonyms (v1+) give a topic config's
-// broker-level default; documentation (v3+) is not kept (null).
+// defaults); none is read-only (AlterConfigs changes them). The broker
+// (its id) shows the engine's values under their broker names and its own
+// settings, all read-only (startup options); "" (the cluster-wide dynamic
+// defaults) has none. ConfigNames keeps only the names listed; synonyms
+// (v1+) give a topic config's broker-level default; documentation (v3+)
+// is not kept (null).
 func (s *Server) describeConfigs(r *kmsg.DescribeConfigsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	for _, rr := range r.Resources {
@@ -112,14 +95,14 @@ func (s *Server) topicConfigs(r *kmsg.DescribeConfigsRequest, topic string) ([]k
 		if c.Override {
 			source = kmsg.ConfigSourceDynamicTopicConfig
 		}
-		e := configEntry(r, c.Name, c.Value, c.Type, source, !c.Settable)
+		e := configEntry(r, c.Name, c.Value, c.Type, source, false)
 		if r.IncludeSynonyms && r.Version >= 1 {
 			if c.Override {
 				e.ConfigSynonyms = append(e.ConfigSynonyms, synonym(c.Name, c.Value, kmsg.ConfigSourceDynamicTopicConfig))
 			}
-			if i < len(defaults) && defaults[i].Name == c.Name {
+			if i < len(defaults) && defaults[i].Name == c.Name && c.Broker != "" {
 				d := defaults[i]
-				e.ConfigSynonyms = append(e.ConfigSynonyms, synonym(brokerConfigNames[c.Name], d.Value, engineSource(d)))
+				e.ConfigSynonyms = append(e.ConfigSynonyms, synonym(c.Broker, d.Value, engineSource(d)))
 			}
 		}
 		out = append(out, e)
@@ -131,7 +114,10 @@ func (s *Server) topicConfigs(r *kmsg.DescribeConfigsRequest, topic string) ([]k
 func (s *Server) brokerConfigs(r *kmsg.DescribeConfigsRequest) []kmsg.DescribeConfigsResponseResourceConfig {
 	var out []kmsg.DescribeConfigsResponseResourceConfig
 	for _, c := range s.eng.DefaultTopicConfig() {
-		out = append(out, configEntry(r, brokerConfigNames[c.Name], c.Value, c.Type, engineSource(c), true))
+		if c.Broker == "" {
+			continue // a topic-only config (throttles, tiered storage switches)
+		}
+		out = append(out, configEntry(r, c.Broker, c.Value, c.Type, engineSource(c), true))
 	}
 	out = append(out,
 		configEntry(r, "broker.id", strconv.Itoa(int(s.opts.NodeID)), "INT", kmsg.ConfigSourceStaticBrokerConfig, true),

@@ -52,7 +52,7 @@ func TestDescribeConfigs(t *testing.T) {
 	if seg.Value == nil || *seg.Value != "1073741824" || seg.Source != kmsg.ConfigSourceDefaultConfig || seg.ReadOnly {
 		t.Fatalf("segment.bytes: %+v", seg)
 	}
-	if c := cs["cleanup.policy"]; c.Value == nil || *c.Value != "delete" || !c.ReadOnly {
+	if c := cs["cleanup.policy"]; c.Value == nil || *c.Value != "delete" || c.ReadOnly || c.ConfigType != kmsg.ConfigTypeList {
 		t.Fatalf("cleanup.policy: %+v", c)
 	}
 

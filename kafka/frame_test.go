@@ -35,7 +35,7 @@ func TestParseRequestErrors(t *testing.T) {
 		{"body cut", good[:len(good)-1], ErrFrameTruncated},
 		{"unknown key", frameOf(9999, 0, 1, nil), ErrUnknownKey},
 		{"negative key", frameOf(-1, 0, 1, nil), ErrUnknownKey},
-		{"unadvertised key", frameOf(kmsg.AlterConfigs.Int16(), 0, 1, nil), ErrUnsupportedVersion},
+		{"unadvertised key", frameOf(kmsg.DescribeACLs.Int16(), 0, 1, nil), ErrUnsupportedVersion},
 		{"version above", frameOf(3, 13, 1, meta.AppendTo(nil)), ErrUnsupportedVersion},
 		{"version below", frameOf(0, 2, 1, nil), ErrUnsupportedVersion},
 		{"negative version", frameOf(3, -1, 1, nil), ErrUnsupportedVersion},

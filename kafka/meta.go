@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/idemlog/idemlog/engine"
 	"github.com/idemlog/idemlog/errcode"
@@ -39,7 +40,7 @@ func errCode(err error) int16 {
 func (s *Server) apiVersionsTable(resp *kmsg.ApiVersionsResponse) {
 	for _, a := range apis {
 		k := kmsg.NewApiVersionsResponseApiKey()
-		k.ApiKey, k.MinVersion, k.MaxVersion = a.key.Int16(), a.min, a.max
+		k.ApiKey, k.MinVersion, k.MaxVersion = a.key.Int16(), a.listedMin(), a.max
 		resp.ApiKeys = append(resp.ApiKeys, k)
 	}
 }
@@ -213,7 +214,9 @@ func (s *Server) findCoordinator(r *kmsg.FindCoordinatorRequest) kmsg.Response {
 }
 
 // createTopics creates topics; replication factor 1 (or -1, the default)
-// is all a single node offers; configs are accepted and ignored.
+// is all a single node offers. Configs are every topic config of Kafka,
+// validated as Kafka validates them (engine.ValidateTopicConfig) and kept
+// with the topic; v5+ answers with the topic's resulting configs.
 func (s *Server) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
 	// A name given twice is refused for every entry, as Kafka does
@@ -237,9 +240,12 @@ func (s *Server) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
 			n = len(rt.ReplicaAssignment)
 		}
 		cfg := map[string]string{}
+		var nulls []string
 		for _, c := range rt.Configs {
 			if c.Value != nil {
-				cfg[c.Name] = *c.Value
+				cfg[c.Name] = *c.Value // the last of a name wins, as in Kafka
+			} else {
+				nulls = append(nulls, c.Name)
 			}
 		}
 		var err error
@@ -258,6 +264,8 @@ func (s *Server) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
 			err = ErrInvalidReplication
 		case isInternal(rt.Topic):
 			err = engine.ErrInvalidTopic
+		case len(nulls) > 0:
+			err = &engine.ConfigError{Msg: "Null value not supported for topic configs: " + strings.Join(nulls, ",")}
 		case r.ValidateOnly:
 			if err = engine.ValidateTopicConfig(cfg); err == nil {
 				if _, ok := s.eng.Topics()[rt.Topic]; ok {
@@ -272,15 +280,47 @@ func (s *Server) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
 		if err != nil {
 			t.ErrorCode = s.code(kmsg.CreateTopics, err)
 			msg := fmt.Sprintf("cannot create topic %q: %v", rt.Topic, err)
+			if ce := (*engine.ConfigError)(nil); errors.As(err, &ce) {
+				msg = ce.Msg // Kafka's own words, which tools show as they are
+			}
 			t.ErrorMessage = &msg
 		} else {
 			t.TopicID, _ = s.eng.TopicID(rt.Topic)
 			t.NumPartitions, t.ReplicationFactor = int32(n), 1
-			s.log.Info("created topic", "topic", rt.Topic, "partitions", n)
+			if r.Version >= 5 {
+				t.Configs = s.createdConfigs(rt.Topic, cfg, r.ValidateOnly)
+			}
+			if !r.ValidateOnly {
+				s.log.Info("created topic", "topic", rt.Topic, "partitions", n)
+			}
 		}
 		resp.Topics = append(resp.Topics, t)
 	}
 	return resp
+}
+
+// createdConfigs is CreateTopics v5+'s list of a new topic's configs: every
+// topic config, sorted by name, with its value and source.
+func (s *Server) createdConfigs(topic string, cfg map[string]string, validateOnly bool) []kmsg.CreateTopicsResponseTopicConfig {
+	entries := s.eng.DefaultTopicConfig()
+	if !validateOnly {
+		if got, err := s.eng.TopicConfig(topic); err == nil {
+			entries, cfg = got, nil
+		}
+	}
+	out := make([]kmsg.CreateTopicsResponseTopicConfig, 0, len(entries))
+	for _, c := range entries {
+		e := kmsg.NewCreateTopicsResponseTopicConfig()
+		value, source := c.Value, engineSource(c)
+		if v, ok := cfg[c.Name]; ok {
+			value, source = strings.TrimSpace(v), kmsg.ConfigSourceDynamicTopicConfig
+		} else if c.Override {
+			source = kmsg.ConfigSourceDynamicTopicConfig
+		}
+		e.Name, e.Value, e.Source = c.Name, &value, int8(source)
+		out = append(out, e)
+	}
+	return out
 }
 
 // maxPartitions bounds a topic's partition count through the listener

@@ -90,6 +90,7 @@ func (s *Server) produce(r *kmsg.ProduceRequest) pending {
 				}
 				if err == nil {
 					out.BaseOffset = res.BaseOffset
+					out.LogAppendTime = res.LogAppendTime
 					out.LogStartOffset = p.Log().LogStartOffset()
 					s.m.recordsIn.Add(float64(res.LastOffset - res.BaseOffset + 1))
 					if wait {

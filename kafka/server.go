@@ -604,6 +604,10 @@ func (s *Server) handle(ctx context.Context, h header, req kmsg.Request) pending
 		p.resp = s.deleteRecords(r)
 	case *kmsg.CreatePartitionsRequest:
 		p.resp = s.createPartitions(r)
+	case *kmsg.AlterConfigsRequest:
+		p.resp = s.alterConfigs(r)
+	case *kmsg.IncrementalAlterConfigsRequest:
+		p.resp = s.incrementalAlterConfigs(r)
 	default:
 		panic(fmt.Sprintf("BUG: advertised key %d has no handler", key))
 	}

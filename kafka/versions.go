@@ -8,7 +8,21 @@ type apiRange struct {
 	min, max int16
 }
 
-// apis is the ApiVersions table (shared/spec/kafka-wire.md §1.3). Minimums
+// listedMin is the minimum version ApiVersions lists for an API: its real
+// minimum, except Produce, listed from version 0 as Kafka 4.0 lists it
+// (KAFKA-18659). librdkafka turns on gzip, snappy and lz4 for a broker only
+// when its Produce range includes version 0, and otherwise sends those
+// batches uncompressed without a word; no client picks a version below 3
+// when 11 is on offer, and a v0-v2 request closes the connection as one
+// of any unsupported version does (parseRequest).
+func (a apiRange) listedMin() int16 {
+	if a.key == kmsg.Produce {
+		return 0
+	}
+	return a.min
+}
+
+// apis is the ApiVersions table. Minimums
 // stay low because old clients (librdkafka 2.0 sends Produce v7 and
 // AddPartitionsToTxn v0; sarama sends its own maximum even when it is below
 // a broker's minimum) must get through. Maximums stop where a version needs
@@ -46,6 +60,8 @@ var apis = []apiRange{
 	{kmsg.DescribeConfigs, 0, 4},
 	{kmsg.DeleteRecords, 0, 2},
 	{kmsg.CreatePartitions, 0, 3},
+	{kmsg.AlterConfigs, 0, 2},
+	{kmsg.IncrementalAlterConfigs, 0, 1},
 }
 
 // versionTable is apis indexed by key, for the per-request check.

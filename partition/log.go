@@ -122,7 +122,11 @@ type Log struct {
 	active   *segRef
 	leo      int64 // next offset to assign
 	unsynced int64 // bytes appended since the last sync started (SyncBytes)
-	closed   bool
+	// rollBytes, if above 0, is a segment.bytes set while the log is open
+	// (SetLimits): a segment rolls once an append would take it past it,
+	// whatever size the segment was made with.
+	rollBytes int64
+	closed    bool
 	// stagers counts group syncs in flight under SyncAlways (sync.go):
 	// while it is above zero, appends are staged in the active segment
 	// (segment.SetStaging) and published only when a sync's end writes
@@ -480,7 +484,8 @@ func (l *Log) maybeRoll(v batch.Batch, base, last int64) error {
 		waited = l.opts.Now().UnixMilli() - l.activeCreated
 	}
 	old := waited > l.opts.RollAge.Milliseconds()
-	if !old && seg.Fits(len(v), last) {
+	full := l.rollBytes > 0 && seg.Size()+int64(len(v)) > l.rollBytes
+	if !old && !full && seg.Fits(len(v), last) {
 		return nil
 	}
 	return l.roll(base)
