@@ -1,0 +1,238 @@
+package mirror
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/idemlog/idemlog/engine"
+	"github.com/idemlog/idemlog/kafka"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// withDir opens dir's engine, serves it in-process, and runs f with a
+// client option set that reaches it; everything is closed after, so that
+// Run can open the dir.
+func withDir(t *testing.T, dir string, f func(e *engine.Engine, opts ...kgo.Opt)) {
+	t.Helper()
+	e, err := engine.Open(dir, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	srv, err := kafka.New(e, kafka.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	f(e, kgo.SeedBrokers("idemlog"), kgo.Dialer(srv.Dial))
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// produceTxns writes, per partition, transactions alternately committed
+// and aborted; it returns the committed records.
+func produceTxns(t *testing.T, ctx context.Context, topic string, parts int32, txns int, tag string, opts ...kgo.Opt) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(append(opts, kgo.TransactionalID("source-"+tag), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var committed []*kgo.Record
+	base := time.UnixMilli(1_700_000_000_000)
+	for i := range txns {
+		commit := i%3 != 1
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		var batch []*kgo.Record
+		for p := range parts {
+			for j := range 3 {
+				r := &kgo.Record{Topic: topic, Partition: p,
+					Key:       fmt.Appendf(nil, "k-%s-%d-%d", tag, i, j),
+					Value:     fmt.Appendf(nil, "v-%s-%d-%d-%d-%v", tag, i, p, j, commit),
+					Headers:   []kgo.RecordHeader{{Key: "h", Value: []byte{byte(i), byte(j)}}},
+					Timestamp: base.Add(time.Duration(i*10+j) * time.Millisecond)}
+				if j == 2 {
+					r.Value = nil // a tombstone stays one
+					r.Key = []byte{}
+				}
+				batch = append(batch, r)
+			}
+		}
+		if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+		if commit {
+			committed = append(committed, batch...)
+		}
+	}
+	return committed
+}
+
+// readAll reads every record of topic read_committed, per partition.
+func readAll(t *testing.T, ctx context.Context, topic string, parts int32, opts ...kgo.Opt) map[int32][]*kgo.Record {
+	t.Helper()
+	out := map[int32][]*kgo.Record{}
+	cl, err := kgo.NewClient(append(opts, kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ends, err := listOffsets(ctx, cl, map[string]int32{topic: parts}, -1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := func() bool {
+		for p := range parts {
+			n := len(out[p])
+			if ends[tp{topic, p}] > 0 && (n == 0 || out[p][n-1].Offset < ends[tp{topic, p}]-2) {
+				return false
+			}
+		}
+		return true
+	}
+	for !done() {
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			t.Fatalf("reading %s: %v", topic, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) { out[r.Partition] = append(out[r.Partition], r) })
+		if fs.NumRecords() == 0 {
+			break // nothing more below the last stable offset
+		}
+	}
+	return out
+}
+
+func sameRecord(a, b *kgo.Record) bool {
+	return bytes.Equal(a.Key, b.Key) && (a.Key == nil) == (b.Key == nil) &&
+		bytes.Equal(a.Value, b.Value) && (a.Value == nil) == (b.Value == nil) &&
+		a.Timestamp.Equal(b.Timestamp) && a.Partition == b.Partition &&
+		slices.EqualFunc(a.Headers, b.Headers, func(x, y kgo.RecordHeader) bool {
+			return x.Key == y.Key && bytes.Equal(x.Value, y.Value)
+		})
+}
+
+// TestRunCopiesCommittedRecordsOnceAndResumes copies a topic with
+// committed and aborted transactions between two in-process dirs, then
+// adds more and runs the mirror again: the destination holds each
+// committed record once, in its partition and order, with key, value
+// (null included), headers and timestamp, and no aborted one. A second
+// run that started from the beginning instead of the stored positions
+// would copy the first records twice.
+func TestRunCopiesCommittedRecordsOnceAndResumes(t *testing.T) {
+	ctx := ctxT(t)
+	srcDir, dstDir := t.TempDir(), t.TempDir()
+	var want []*kgo.Record
+	withDir(t, srcDir, func(e *engine.Engine, opts ...kgo.Opt) {
+		if err := e.CreateTopicWithConfig("orders", 3, map[string]string{"retention.ms": "123456789"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.CreateTopic("other", 1); err != nil {
+			t.Fatal(err)
+		}
+		want = produceTxns(t, ctx, "orders", 3, 6, "a", opts...)
+	})
+	run := func() {
+		t.Helper()
+		err := Run(ctx, Options{From: Endpoint{Dir: srcDir}, To: Endpoint{Dir: dstDir},
+			Topics: regexp.MustCompile("^orders$"), StopAtEnd: true, Name: "m1"})
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	}
+	run()
+	withDir(t, srcDir, func(e *engine.Engine, opts ...kgo.Opt) {
+		want = append(want, produceTxns(t, ctx, "orders", 3, 4, "b", opts...)...)
+	})
+	run()
+	withDir(t, dstDir, func(e *engine.Engine, opts ...kgo.Opt) {
+		topics := e.Topics()
+		if topics["orders"] != 3 {
+			t.Fatalf("destination topics %v; want orders with 3 partitions", topics)
+		}
+		if _, ok := topics["other"]; ok {
+			t.Fatalf("topic other was copied though --topics excludes it")
+		}
+		cfg, err := e.TopicConfig("orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := slices.IndexFunc(cfg, func(c engine.ConfigEntry) bool { return c.Name == "retention.ms" }); i < 0 || cfg[i].Value != "123456789" || !cfg[i].Override {
+			t.Fatalf("destination config %+v; want the source's retention.ms override", cfg)
+		}
+		got := readAll(t, ctx, "orders", 3, opts...)
+		for p := range int32(3) {
+			var wantP []*kgo.Record
+			for _, r := range want {
+				if r.Partition == p {
+					wantP = append(wantP, r)
+				}
+			}
+			if len(got[p]) != len(wantP) {
+				t.Fatalf("partition %d: %d records in the destination, want %d", p, len(got[p]), len(wantP))
+			}
+			for i := range wantP {
+				if !sameRecord(got[p][i], wantP[i]) {
+					t.Fatalf("partition %d record %d: got %+v, want %+v", p, i, got[p][i], wantP[i])
+				}
+			}
+		}
+	})
+}
+
+// TestRunRefusesDestinationWithFewerPartitions: partition numbers are
+// kept, so a destination topic with fewer partitions cannot take the
+// copy; the error says so and nothing is copied.
+func TestRunRefusesDestinationWithFewerPartitions(t *testing.T) {
+	ctx := ctxT(t)
+	srcDir, dstDir := t.TempDir(), t.TempDir()
+	withDir(t, srcDir, func(e *engine.Engine, opts ...kgo.Opt) {
+		if err := e.CreateTopic("t", 4); err != nil {
+			t.Fatal(err)
+		}
+		produceTxns(t, ctx, "t", 4, 1, "a", opts...)
+	})
+	withDir(t, dstDir, func(e *engine.Engine, opts ...kgo.Opt) {
+		if err := e.CreateTopic("t", 2); err != nil {
+			t.Fatal(err)
+		}
+	})
+	err := Run(ctx, Options{From: Endpoint{Dir: srcDir}, To: Endpoint{Dir: dstDir}, StopAtEnd: true})
+	if !errors.Is(err, ErrDestinationRefused) {
+		t.Fatalf("Run: %v; want ErrDestinationRefused", err)
+	}
+	withDir(t, dstDir, func(e *engine.Engine, opts ...kgo.Opt) {
+		if got := readAll(t, ctx, "t", 2, opts...); len(got[0])+len(got[1]) != 0 {
+			t.Fatalf("destination got records %v after a refusal", got)
+		}
+	})
+}
+
+// TestRunWithoutMatchingTopicsFails: a --topics that matches nothing is a
+// mistake to report, not a mirror that copies nothing for ever.
+func TestRunWithoutMatchingTopicsFails(t *testing.T) {
+	ctx := ctxT(t)
+	err := Run(ctx, Options{From: Endpoint{Dir: t.TempDir()}, To: Endpoint{Dir: t.TempDir()},
+		Topics: regexp.MustCompile("^nothing$"), StopAtEnd: true})
+	if !errors.Is(err, ErrNoTopics) {
+		t.Fatalf("Run: %v; want ErrNoTopics", err)
+	}
+}
