@@ -31,7 +31,10 @@
 // aborted records take offsets there that the copy does not). Missing
 // destination topics are created with the source's partition count and
 // its topic-level config overrides; a destination topic with fewer
-// partitions than its source is refused (ErrDestinationRefused).
+// partitions than its source is refused (ErrDestinationRefused) unless it
+// is empty, which is how a mirror killed while the destination created
+// the topic leaves it (idemlog creates partitions one by one): that one
+// is grown to the source's count.
 package mirror
 
 import (
@@ -661,8 +664,9 @@ func ensureTopics(ctx context.Context, src, dst *kgo.Client, topics map[string]i
 			return fmt.Errorf("cannot describe destination topic %s: %w", name, err)
 		case name == positions:
 		case int32(len(t.Partitions)) < topics[name]:
-			return fmt.Errorf("cannot mirror topic %s: %w: the destination has %d partitions, the source %d (partition numbers are kept, so the destination needs at least as many)",
-				name, ErrDestinationRefused, len(t.Partitions), topics[name])
+			if err := growEmptyTopic(ctx, dst, name, int32(len(t.Partitions)), topics[name]); err != nil {
+				return err
+			}
 		}
 	}
 	if i := slices.Index(missing, positions); i >= 0 {
@@ -716,6 +720,45 @@ func ensureTopics(ctx context.Context, src, dst *kgo.Client, topics map[string]i
 	// A topic that existed after all (another creator won) is checked
 	// like any other.
 	return ensureTopicsExist(ctx, dst, topics)
+}
+
+// growEmptyTopic raises an empty destination topic with fewer partitions
+// than its source to the source's count, and refuses (ErrDestinationRefused)
+// one that holds records. An empty one is what a mirror leaves when it is
+// killed while an idemlog destination creates the topic's partitions one
+// by one; nothing was copied into it yet (copying starts once every topic
+// is in place), so growing it loses nothing.
+func growEmptyTopic(ctx context.Context, dst *kgo.Client, name string, have, want int32) error {
+	refuse := fmt.Errorf("cannot mirror topic %s: %w: the destination has %d partitions, the source %d (partition numbers are kept, so the destination needs at least as many)",
+		name, ErrDestinationRefused, have, want)
+	ends, err := listOffsets(ctx, dst, map[string]int32{name: have}, -1, 0)
+	if err != nil {
+		return err
+	}
+	for _, end := range ends {
+		if end > 0 {
+			return refuse
+		}
+	}
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	req.TimeoutMillis = 30_000
+	rt := kmsg.NewCreatePartitionsRequestTopic()
+	rt.Topic, rt.Count = name, want
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, dst)
+	if err != nil {
+		return fmt.Errorf("cannot add partitions to destination topic %s: %w", name, err)
+	}
+	if len(resp.Topics) != 1 {
+		return fmt.Errorf("cannot add partitions to destination topic %s: malformed response", name)
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+		if kerr.IsRetriable(err) {
+			return fmt.Errorf("cannot add partitions to destination topic %s: %w", name, err)
+		}
+		return fmt.Errorf("%w (adding partitions to the empty topic failed: %w)", refuse, err)
+	}
+	return nil
 }
 
 // createPositionsTopic creates the positions topic: one partition,

@@ -214,14 +214,58 @@ func TestRunRefusesDestinationWithFewerPartitions(t *testing.T) {
 		if err := e.CreateTopic("t", 2); err != nil {
 			t.Fatal(err)
 		}
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte("already here")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
 	})
 	err := Run(ctx, Options{From: Endpoint{Dir: srcDir}, To: Endpoint{Dir: dstDir}, StopAtEnd: true})
 	if !errors.Is(err, ErrDestinationRefused) {
 		t.Fatalf("Run: %v; want ErrDestinationRefused", err)
 	}
 	withDir(t, dstDir, func(e *engine.Engine, opts ...kgo.Opt) {
-		if got := readAll(t, ctx, "t", 2, opts...); len(got[0])+len(got[1]) != 0 {
-			t.Fatalf("destination got records %v after a refusal", got)
+		if n := e.Topics()["t"]; n != 2 {
+			t.Fatalf("refused destination topic has %d partitions; want its 2 untouched", n)
+		}
+		if got := readAll(t, ctx, "t", 2, opts...); len(got[0])+len(got[1]) != 1 {
+			t.Fatalf("destination got records %v after a refusal; want only its own", got)
+		}
+	})
+}
+
+// TestRunGrowsEmptyDestinationTopic: a destination topic with fewer
+// partitions but no records is what a mirror killed while an idemlog
+// destination created the topic (one partition dir at a time) leaves
+// behind; the restarted mirror must grow it and copy, not refuse for ever.
+func TestRunGrowsEmptyDestinationTopic(t *testing.T) {
+	ctx := ctxT(t)
+	srcDir, dstDir := t.TempDir(), t.TempDir()
+	var want []*kgo.Record
+	withDir(t, srcDir, func(e *engine.Engine, opts ...kgo.Opt) {
+		if err := e.CreateTopic("t", 3); err != nil {
+			t.Fatal(err)
+		}
+		want = produceTxns(t, ctx, "t", 3, 2, "a", opts...)
+	})
+	withDir(t, dstDir, func(e *engine.Engine, opts ...kgo.Opt) {
+		if err := e.CreateTopic("t", 1); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err := Run(ctx, Options{From: Endpoint{Dir: srcDir}, To: Endpoint{Dir: dstDir}, StopAtEnd: true}); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	withDir(t, dstDir, func(e *engine.Engine, opts ...kgo.Opt) {
+		if n := e.Topics()["t"]; n != 3 {
+			t.Fatalf("destination topic has %d partitions; want 3", n)
+		}
+		got := readAll(t, ctx, "t", 3, opts...)
+		if n := len(got[0]) + len(got[1]) + len(got[2]); n != len(want) {
+			t.Fatalf("destination has %d records; want %d", n, len(want))
 		}
 	})
 }

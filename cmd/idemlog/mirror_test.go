@@ -76,12 +76,12 @@ func TestMirrorJSONProgress(t *testing.T) {
 }
 
 // TestMirrorRefusedExitsOne: a destination topic with fewer partitions
-// than its source is refused with exit status 1 and a message that names
+// than its source, records in it, is refused with exit status 1 and a message that names
 // the topic and both counts.
 func TestMirrorRefusedExitsOne(t *testing.T) {
 	src, dst := t.TempDir(), t.TempDir()
 	fillDir(t, src, "t", 3, 1)
-	fillDir(t, dst, "t", 1, 0)
+	fillDir(t, dst, "t", 1, 1)
 	code, _, stderr := runCLI("mirror", "--from", src, "--to", dst, "--stop-at-end")
 	if code != exitFail || !strings.Contains(stderr, "destination refused") || !strings.Contains(stderr, "topic t") ||
 		!strings.Contains(stderr, "1 partitions, the source 3") {
