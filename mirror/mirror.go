@@ -324,12 +324,8 @@ func (m *mirror) copyOnce(ctx context.Context) error {
 		return fmt.Errorf("cannot create source client: %w", err)
 	}
 	defer src.Close()
-	dst, err := kgo.NewClient(append(slices.Clone(m.to.opts),
-		kgo.TransactionalID("idemlog-mirror-"+m.o.Name),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerBatchMaxBytes(16<<20),
-		kgo.MaxBufferedRecords(100_000),
-	)...)
+	dst, err := kgo.NewClient(append(append(slices.Clone(m.to.opts), producerOpts()...),
+		kgo.TransactionalID("idemlog-mirror-"+m.o.Name))...)
 	if err != nil {
 		return fmt.Errorf("cannot create destination client: %w", err)
 	}
@@ -393,6 +389,17 @@ func (m *mirror) copyOnce(ctx context.Context) error {
 	}
 	defer cons.Close()
 	return m.copyLoop(ctx, cons, dst, ends)
+}
+
+// producerOpts are the destination producer's options but its
+// transactional id: records go to the partition they came from, in
+// batches as large as a source batch may be.
+func producerOpts() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchMaxBytes(16 << 20),
+		kgo.MaxBufferedRecords(100_000),
+	}
 }
 
 // txn is the destination transaction in hand.
