@@ -93,7 +93,6 @@ func process(ctx context.Context, conn []kgo.Opt, in, out, group string, committ
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DefaultProduceTopic(out),
-		kgo.RequireStableFetchOffsets(),
 	)...)
 	if err != nil {
 		return fmt.Errorf("cannot create the client: %w", err)

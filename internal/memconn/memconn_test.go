@@ -211,6 +211,7 @@ func BenchmarkPipe(b *testing.B) {
 			for b.Loop() {
 				x.Write(msg)
 			}
+			b.StopTimer()
 		})
 	}
 }
