@@ -111,6 +111,10 @@ type Options struct {
 	// the end.
 	Progress         func(Progress)
 	ProgressInterval time.Duration
+	// TopicScanInterval is how often a running mirror (not StopAtEnd)
+	// lists the source topics again, to copy new topics that Topics
+	// matches and new partitions (30 s).
+	TopicScanInterval time.Duration
 	// RetryBackoff is the longest wait between attempts after a failure
 	// that may pass (a broker down): 5 s.
 	RetryBackoff time.Duration
@@ -133,6 +137,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ProgressInterval <= 0 {
 		o.ProgressInterval = time.Second
+	}
+	if o.TopicScanInterval <= 0 {
+		o.TopicScanInterval = 30 * time.Second
 	}
 	if o.RetryBackoff <= 0 {
 		o.RetryBackoff = 5 * time.Second
@@ -229,6 +236,11 @@ func Run(ctx context.Context, o Options) error {
 		if err == nil || isFatal(err) {
 			m.report(true)
 			return err
+		}
+		if errors.Is(err, errSourceChanged) {
+			o.Logger.Info("source topics changed; starting over with them")
+			backoff = 100 * time.Millisecond
+			continue
 		}
 		o.Logger.Warn("mirror failed; starting over from the destination's positions", "err", err, "retry_in", backoff)
 		select {
@@ -388,7 +400,7 @@ func (m *mirror) copyOnce(ctx context.Context) error {
 		return fmt.Errorf("cannot create source consumer: %w", err)
 	}
 	defer cons.Close()
-	return m.copyLoop(ctx, cons, dst, ends)
+	return m.copyLoop(ctx, cons, dst, ends, topics)
 }
 
 // producerOpts are the destination producer's options but its
@@ -420,7 +432,12 @@ func (t *txn) fail(err error) {
 	t.errMu.Unlock()
 }
 
-func (m *mirror) copyLoop(ctx context.Context, cons, dst *kgo.Client, startEnds map[tp]int64) error {
+// errSourceChanged ends an attempt whose source topics (names or
+// partition counts) are no longer those it started with: the next one
+// creates and copies the new ones.
+var errSourceChanged = errors.New("source topics changed")
+
+func (m *mirror) copyLoop(ctx context.Context, cons, dst *kgo.Client, startEnds map[tp]int64, topics map[string]int32) error {
 	t := &txn{dirty: map[tp]int64{}}
 	abort := func() {
 		if !t.open {
@@ -437,7 +454,7 @@ func (m *mirror) copyLoop(ctx context.Context, cons, dst *kgo.Client, startEnds 
 		t.open = false
 	}
 	defer abort()
-	lastReport := time.Now()
+	lastReport, lastScan := time.Now(), time.Now()
 	for {
 		wait := m.o.ProgressInterval
 		if t.open {
@@ -506,6 +523,16 @@ func (m *mirror) copyLoop(ctx context.Context, cons, dst *kgo.Client, startEnds 
 		}
 		if m.o.StopAtEnd && !t.open && m.caughtUp(startEnds) {
 			return nil
+		}
+		if !t.open && !m.o.StopAtEnd && time.Since(lastScan) >= m.o.TopicScanInterval {
+			lastScan = time.Now()
+			now, err := sourceTopics(ctx, cons, m.o.Topics)
+			if err != nil && !errors.Is(err, ErrNoTopics) {
+				return err
+			}
+			if !maps.Equal(now, topics) {
+				return errSourceChanged
+			}
 		}
 	}
 }

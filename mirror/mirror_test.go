@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"regexp"
 	"slices"
 	"testing"
@@ -278,5 +279,80 @@ func TestRunWithoutMatchingTopicsFails(t *testing.T) {
 		Topics: regexp.MustCompile("^nothing$"), StopAtEnd: true})
 	if !errors.Is(err, ErrNoTopics) {
 		t.Fatalf("Run: %v; want ErrNoTopics", err)
+	}
+}
+
+// tcpServer serves a fresh engine on 127.0.0.1.
+func tcpServer(t *testing.T) (*engine.Engine, string) {
+	t.Helper()
+	e, err := engine.Open(t.TempDir(), engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := kafka.New(e, kafka.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		srv.Close()
+		e.Close()
+	})
+	return e, ln.Addr().String()
+}
+
+// TestRunPicksUpNewSourceTopics: a running mirror lists the source topics
+// again (TopicScanInterval) and copies a topic created after it started,
+// which a mirror that resolved its topics once would never copy.
+func TestRunPicksUpNewSourceTopics(t *testing.T) {
+	ctx := ctxT(t)
+	srcEng, src := tcpServer(t)
+	dstEng, dst := tcpServer(t)
+	produce := func(topic string, parts int32) []*kgo.Record {
+		if err := srcEng.CreateTopic(topic, int(parts)); err != nil {
+			t.Fatal(err)
+		}
+		return produceTxns(t, ctx, topic, parts, 2, topic, kgo.SeedBrokers(src))
+	}
+	wait := func(topic string, parts int32, want int) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if _, ok := dstEng.Topics()[topic]; ok {
+				got := readAll(t, ctx, topic, parts, kgo.SeedBrokers(dst))
+				n := 0
+				for _, rs := range got {
+					n += len(rs)
+				}
+				if n == want {
+					return
+				}
+				if n > want {
+					t.Fatalf("destination %s has %d records; want %d", topic, n, want)
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("topic %s not copied within 30s", topic)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	first := produce("first", 1)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(runCtx, Options{From: Endpoint{Brokers: []string{src}}, To: Endpoint{Brokers: []string{dst}},
+			CommitInterval: 20 * time.Millisecond, TopicScanInterval: 100 * time.Millisecond})
+	}()
+	wait("first", 1, len(first))
+	second := produce("second", 2)
+	wait("second", 2, len(second))
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after cancel: %v", err)
 	}
 }

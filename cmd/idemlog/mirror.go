@@ -150,6 +150,7 @@ func runMirror(args []string, stdout, stderr io.Writer) int {
 	stopAtEnd := fs.Bool("stop-at-end", false, "exit once everything committed in the source when the mirror started is copied")
 	jsonOut := fs.Bool("json", false, "print progress as one JSON object per interval on stdout")
 	interval := fs.Duration("progress-interval", time.Second, "show progress every `DURATION`")
+	scanInterval := fs.Duration("topic-scan-interval", 30*time.Second, "list the source topics again every `DURATION`, to copy new ones and new partitions")
 	logLevel := fs.String("log-level", "warn", "`LEVEL`: debug, info, warn or error")
 	rest, err := parseArgs(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -157,7 +158,7 @@ func runMirror(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	o := mirror.Options{Name: *name, PositionsTopic: *positions, CommitInterval: *commitInterval,
-		StopAtEnd: *stopAtEnd, ProgressInterval: *interval}
+		StopAtEnd: *stopAtEnd, ProgressInterval: *interval, TopicScanInterval: *scanInterval}
 	var level slog.Level
 	if err == nil && len(rest) > 0 {
 		err = fmt.Errorf("unexpected argument %q", rest[0])
@@ -176,8 +177,8 @@ func runMirror(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		err = level.UnmarshalText([]byte(*logLevel))
 	}
-	if err == nil && (*commitInterval <= 0 || *interval <= 0) {
-		err = errors.New("--commit-interval and --progress-interval must be positive")
+	if err == nil && (*commitInterval <= 0 || *interval <= 0 || *scanInterval <= 0) {
+		err = errors.New("--commit-interval, --progress-interval and --topic-scan-interval must be positive")
 	}
 	if err == nil && o.From.Dir != "" && o.From.Dir == o.To.Dir {
 		err = errors.New("--from and --to are the same data dir")
