@@ -264,3 +264,36 @@ func startCPUClock() cpuClock { return cpuClock{processCPU()} }
 func (c cpuClock) report(b *testing.B) {
 	b.ReportMetric(float64(processCPU()-c.start)/float64(b.N), "cpu-ns/op")
 }
+
+// TestInprocIdleConnectionClosed: the idle timeout works through the
+// in-memory conn's read deadline as it does over TCP: a quiet in-process
+// connection is closed, one that keeps sending requests is not. A conn
+// whose deadlines did nothing would keep the quiet one open for ever.
+func TestInprocIdleConnectionClosed(t *testing.T) {
+	const idle = 200 * time.Millisecond
+	_, srv := startInprocServer(t, Options{IdleTimeout: idle})
+	dialRaw := func() *rawConn {
+		c, err := srv.Dial(context.Background(), "tcp", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		return &rawConn{t: t, c: c}
+	}
+	quiet, busy := dialRaw(), dialRaw()
+	start := time.Now()
+	for time.Since(start) < 3*idle {
+		if resp := busy.roundTrip(kmsg.NewPtrApiVersionsRequest()).(*kmsg.ApiVersionsResponse); resp.ErrorCode != 0 {
+			t.Fatalf("ApiVersions error %d", resp.ErrorCode)
+		}
+		time.Sleep(idle / 4)
+	}
+	quiet.expectClosed()
+	busy.c.SetReadDeadline(time.Now().Add(idle / 4))
+	var b [1]byte
+	if n, err := busy.c.Read(b[:]); n > 0 || !isTimeout(err) {
+		t.Fatalf("busy in-process connection: read %d bytes, %v; want it open (a read timeout)", n, err)
+	}
+	busy.expectClosed()
+}

@@ -29,7 +29,8 @@ import (
 // fetch size) crosses in two fills.
 const DefaultBufferSize = 512 << 10
 
-// Addr is the address both ends of a pipe report. Network is "memory".
+// Addr names one end of a pipe (its LocalAddr, the other end's
+// RemoteAddr). Its network is "memory".
 type Addr string
 
 // Network returns "memory".
