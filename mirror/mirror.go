@@ -44,6 +44,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -64,6 +65,10 @@ import (
 var (
 	ErrDestinationRefused = errcode.New(errcode.InvalidRequest, "destination refused")
 	ErrNoTopics           = errcode.New(errcode.UnknownTopicOrPartition, "no source topic matches")
+	// ErrEndpoint: an Endpoint with neither or both of Dir and Brokers,
+	// or a source Dir that does not exist (opening it would create an
+	// empty one).
+	ErrEndpoint = errcode.New(errcode.InvalidRequest, "invalid endpoint")
 )
 
 // DefaultPositionsTopic is the destination topic where mirrors keep their
@@ -183,12 +188,18 @@ type side struct {
 	close func()
 }
 
-func open(e Endpoint, log *slog.Logger) (*side, error) {
-	if e.Dir == "" {
-		if len(e.Brokers) == 0 {
-			return nil, fmt.Errorf("cannot open endpoint: %w", errors.New("neither a data dir nor brokers given"))
-		}
+// open reaches e; a source dir must exist already.
+func open(e Endpoint, source bool, log *slog.Logger) (*side, error) {
+	switch {
+	case e.Dir == "" && len(e.Brokers) == 0:
+		return nil, fmt.Errorf("cannot open endpoint: %w: neither a data dir nor brokers given", ErrEndpoint)
+	case e.Dir != "" && len(e.Brokers) > 0:
+		return nil, fmt.Errorf("cannot open endpoint: %w: both a data dir and brokers given", ErrEndpoint)
+	case e.Dir == "":
 		return &side{opts: append([]kgo.Opt{kgo.SeedBrokers(e.Brokers...)}, e.Opts...), close: func() {}}, nil
+	}
+	if fi, err := os.Stat(e.Dir); source && (err != nil || !fi.IsDir()) {
+		return nil, fmt.Errorf("cannot open source %s: %w: not a data dir", e.Dir, ErrEndpoint)
 	}
 	eng, err := engine.Open(e.Dir, engine.Options{})
 	if err != nil {
@@ -215,12 +226,12 @@ func open(e Endpoint, log *slog.Logger) (*side, error) {
 // in hand and start over from the positions in the destination.
 func Run(ctx context.Context, o Options) error {
 	o = o.withDefaults()
-	from, err := open(o.From, o.Logger)
+	from, err := open(o.From, true, o.Logger)
 	if err != nil {
 		return err
 	}
 	defer from.close()
-	to, err := open(o.To, o.Logger)
+	to, err := open(o.To, false, o.Logger)
 	if err != nil {
 		return err
 	}
@@ -255,7 +266,7 @@ func Run(ctx context.Context, o Options) error {
 
 // isFatal: an error that another attempt would meet again.
 func isFatal(err error) bool {
-	if errors.Is(err, ErrDestinationRefused) || errors.Is(err, ErrNoTopics) {
+	if errors.Is(err, ErrDestinationRefused) || errors.Is(err, ErrNoTopics) || errors.Is(err, ErrEndpoint) {
 		return true
 	}
 	for _, e := range []*kerr.Error{kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed,

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"testing"
@@ -354,5 +356,26 @@ func TestRunPicksUpNewSourceTopics(t *testing.T) {
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("Run after cancel: %v", err)
+	}
+}
+
+// TestRunRefusesBadEndpoints: an endpoint that names nothing, or both a
+// dir and brokers, or a source dir that does not exist (opening it would
+// create an empty data dir where the user made a typo) fails before
+// anything is opened or created.
+func TestRunRefusesBadEndpoints(t *testing.T) {
+	ctx := ctxT(t)
+	missing := filepath.Join(t.TempDir(), "missing")
+	for _, o := range []Options{
+		{To: Endpoint{Dir: t.TempDir()}},
+		{From: Endpoint{Dir: t.TempDir(), Brokers: []string{"127.0.0.1:1"}}, To: Endpoint{Dir: t.TempDir()}},
+		{From: Endpoint{Dir: missing}, To: Endpoint{Dir: t.TempDir()}},
+	} {
+		if err := Run(ctx, o); !errors.Is(err, ErrEndpoint) {
+			t.Errorf("Run(%+v): %v; want ErrEndpoint", o, err)
+		}
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Fatalf("the missing source dir was created: %v", err)
 	}
 }
