@@ -6,7 +6,13 @@
 // requests while the broker answers the first; the broker's writer encodes
 // the next response while the client decodes the last), so a pipe here
 // buffers each direction in a ring: a Write returns as soon as its bytes
-// are copied in, and blocks only while the ring is full.
+// are copied in, and blocks only while the ring is full. A Write that
+// finds the ring full lends the rest of its slice to the reader while it
+// waits, and a reader that has emptied the ring copies straight from it:
+// the part of a large write (a fetch response of megabytes) beyond the
+// ring's size is copied once, as net.Pipe copies, instead of into the
+// ring and out again. Writes are serialized, as a TCP conn's are, so the
+// bytes of concurrent Writes never interleave.
 //
 // Deadlines behave as a TCP connection's do (net.Conn's contract): a Read
 // or Write past its deadline fails with an error that wraps
@@ -25,9 +31,9 @@ import (
 )
 
 // DefaultBufferSize is the ring size of each direction when Pipe is given
-// none: a Kafka fetch response of 1 MiB (a client's default per-partition
-// fetch size) crosses in two fills.
-const DefaultBufferSize = 512 << 10
+// none: room for many pipelined requests and small responses; a larger
+// write goes past it straight to the reader.
+const DefaultBufferSize = 64 << 10
 
 // Addr names one end of a pipe (its LocalAddr, the other end's
 // RemoteAddr). Its network is "memory".
@@ -67,6 +73,12 @@ type ring struct {
 	writerGone bool
 	// readerGone: the reading end closed; writes fail.
 	readerGone bool
+	// pending is the rest of a Write that found the ring full, lent to
+	// the reader while its writer waits; the reader takes from it once
+	// the ring is empty (the ring's bytes come first) and counts what it
+	// took in taken, which the writer collects when it wakes.
+	pending []byte
+	taken   int
 	// readable and writable wake a waiting reader or writer; each holds at
 	// most one token, and a woken side re-checks the state under mu, so a
 	// token left over from an earlier change costs a spurious loop only.
@@ -90,7 +102,8 @@ func signal(c chan struct{}) {
 func (r *ring) read(p []byte) (n int, err error, wait bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.n == 0 {
+	lent := len(r.pending) - r.taken
+	if r.n == 0 && lent == 0 {
 		if r.writerGone {
 			return 0, io.EOF, false
 		}
@@ -109,25 +122,29 @@ func (r *ring) read(p []byte) (n int, err error, wait bool) {
 			r.head = 0
 		}
 	}
+	if r.n == 0 && lent > 0 && n < len(p) {
+		c := copy(p[n:], r.pending[r.taken:])
+		n += c
+		r.taken += c
+		lent -= c
+	}
 	if r.n == 0 {
 		r.head = 0 // the next write starts at the front: one copy, not two
-	} else {
+	}
+	if r.n > 0 || lent > 0 {
 		signal(r.readable) // another reader may take the rest
 	}
 	signal(r.writable)
 	return n, nil, false
 }
 
-// write copies as much of p as fits. wait: nothing fitted and the reader
-// is still there.
-func (r *ring) write(p []byte) (n int, err error, wait bool) {
+// write copies as much of p as fits and lends the rest to the reader
+// (collect ends the loan).
+func (r *ring) write(p []byte) (n int, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.readerGone {
-		return 0, io.ErrClosedPipe, false
-	}
-	if r.n == r.size {
-		return 0, nil, true
+		return 0, io.ErrClosedPipe
 	}
 	if r.buf == nil {
 		r.buf = make([]byte, r.size)
@@ -145,11 +162,22 @@ func (r *ring) write(p []byte) (n int, err error, wait bool) {
 		n += c
 		r.n += c
 	}
-	if r.n < r.size {
-		signal(r.writable) // another writer may add more
+	if n < len(p) {
+		r.pending, r.taken = p[n:], 0
 	}
 	signal(r.readable)
-	return n, nil, false
+	return n, nil
+}
+
+// collect ends the loan of a write's rest and returns how many of its
+// bytes the reader took. After it, the reader no longer touches the
+// writer's slice.
+func (r *ring) collect() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.taken
+	r.pending, r.taken = nil, 0
+	return n
 }
 
 func (r *ring) closeWriter() {
@@ -227,6 +255,9 @@ type Conn struct {
 	local, remote Addr
 	closeOnce     sync.Once
 	done          chan struct{}
+	// wmu serializes Writes: a ring lends one writer's slice at a time,
+	// and concurrent Writes do not interleave their bytes.
+	wmu sync.Mutex
 }
 
 // opError wraps err as a TCP conn does, so that a deadline's error is a
@@ -260,18 +291,21 @@ func (c *Conn) Read(p []byte) (int, error) {
 	}
 }
 
-// Write copies p into the ring, waiting while it is full.
+// Write copies p into the ring, or straight to the reader, waiting while
+// the ring is full.
 func (c *Conn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	select {
+	case <-c.done:
+		return 0, c.opError("write", net.ErrClosed)
+	case <-c.wd.wait():
+		return 0, c.opError("write", os.ErrDeadlineExceeded)
+	default:
+	}
 	written := 0
 	for {
-		select {
-		case <-c.done:
-			return written, c.opError("write", net.ErrClosed)
-		case <-c.wd.wait():
-			return written, c.opError("write", os.ErrDeadlineExceeded)
-		default:
-		}
-		n, err, wait := c.tx.write(p[written:])
+		n, err := c.tx.write(p[written:])
 		written += n
 		if err != nil {
 			return written, c.opError("write", err)
@@ -279,12 +313,20 @@ func (c *Conn) Write(p []byte) (int, error) {
 		if written == len(p) {
 			return written, nil
 		}
-		if wait {
-			select {
-			case <-c.tx.writable:
-			case <-c.done:
-			case <-c.wd.wait():
-			}
+		var stop error
+		select {
+		case <-c.tx.writable:
+		case <-c.done:
+			stop = net.ErrClosed
+		case <-c.wd.wait():
+			stop = os.ErrDeadlineExceeded
+		}
+		written += c.tx.collect()
+		if written == len(p) {
+			return written, nil
+		}
+		if stop != nil {
+			return written, c.opError("write", stop)
 		}
 	}
 }

@@ -193,7 +193,7 @@ func TestWriteBlockedOnFullRingEndsWhenReaderCloses(t *testing.T) {
 }
 
 func BenchmarkPipe(b *testing.B) {
-	for _, size := range []int{1 << 10, 64 << 10} {
+	for _, size := range []int{1 << 10, 64 << 10, 1 << 20} {
 		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
 			x, y := Pipe(0, "a", "b")
 			defer x.Close()
@@ -201,7 +201,7 @@ func BenchmarkPipe(b *testing.B) {
 			msg := make([]byte, size)
 			b.SetBytes(int64(size))
 			go func() {
-				buf := make([]byte, 64<<10)
+				buf := make([]byte, 1<<20)
 				for {
 					if _, err := y.Read(buf); err != nil {
 						return
@@ -213,5 +213,61 @@ func BenchmarkPipe(b *testing.B) {
 			}
 			b.StopTimer()
 		})
+	}
+}
+
+// TestWriteLargerThanRingCountsWhatWasTaken: a Write larger than the ring
+// lends its rest to the reader; when its deadline ends it, it must report
+// exactly the bytes that left it (those in the ring and those the reader
+// copied straight from its slice), and the reader must then find exactly
+// the bytes that follow, in order. Miscounting either way would lose or
+// repeat bytes of the stream.
+func TestWriteLargerThanRingCountsWhatWasTaken(t *testing.T) {
+	a, b := Pipe(100, "a", "b")
+	defer a.Close()
+	defer b.Close()
+	data := make([]byte, 10_000)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	a.SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := a.Write(data)
+		done <- result{n, err}
+	}()
+	got := make([]byte, 0, len(data))
+	buf := make([]byte, 500)
+	for len(got) < 500 {
+		n, err := b.Read(buf[:500-len(got)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, buf[:n]...)
+	}
+	r := <-done
+	if !errors.Is(r.err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Write: %d, %v; want a deadline error", r.n, r.err)
+	}
+	if r.n < 500 || r.n > 600 {
+		t.Fatalf("Write reported %d bytes; 500 were read and the ring holds at most 100 more", r.n)
+	}
+	b.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	for {
+		n, err := b.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if len(got) != r.n || !bytes.Equal(got, data[:r.n]) {
+		t.Fatalf("reader got %d bytes (equal to the first written: %v); Write reported %d", len(got), bytes.Equal(got, data[:len(got)]), r.n)
 	}
 }
