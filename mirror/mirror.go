@@ -554,7 +554,7 @@ func (m *mirror) copyLoop(ctx context.Context, cons, dst *kgo.Client, startEnds 
 // destination without compaction keeps a short positions topic too, and a
 // restart reads little. On a compacted topic Kafka refuses the deletion,
 // and compaction does the job.
-const snapshotEvery = 30 * time.Second
+var snapshotEvery = 30 * time.Second
 
 // commit writes the positions the transaction advanced and commits it.
 func (m *mirror) commit(ctx context.Context, dst *kgo.Client, t *txn) error {

@@ -181,6 +181,15 @@ func TestRunCopiesCommittedRecordsOnceAndResumes(t *testing.T) {
 		if i := slices.IndexFunc(cfg, func(c engine.ConfigEntry) bool { return c.Name == "retention.ms" }); i < 0 || cfg[i].Value != "123456789" || !cfg[i].Override {
 			t.Fatalf("destination config %+v; want the source's retention.ms override", cfg)
 		}
+		// idemlog has no compaction: the positions must at least never
+		// expire, or a quiet partition would be copied again.
+		pcfg, err := e.TopicConfig(DefaultPositionsTopic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := slices.IndexFunc(pcfg, func(c engine.ConfigEntry) bool { return c.Name == "retention.ms" }); i < 0 || pcfg[i].Value != "-1" {
+			t.Fatalf("positions topic config %+v; want retention.ms -1", pcfg)
+		}
 		got := readAll(t, ctx, "orders", 3, opts...)
 		for p := range int32(3) {
 			var wantP []*kgo.Record
@@ -378,4 +387,52 @@ func TestRunRefusesBadEndpoints(t *testing.T) {
 	if _, err := os.Stat(missing); !os.IsNotExist(err) {
 		t.Fatalf("the missing source dir was created: %v", err)
 	}
+}
+
+// TestPositionsSnapshotTrimsPositionsTopic: with a snapshot at every
+// commit, the positions topic's older records are deleted (its log start
+// moves up), and a mirror restarted on the trimmed topic still resumes
+// where it stopped: a trim past the last position of a partition that the
+// snapshot did not write again would make the next run copy that
+// partition twice.
+func TestPositionsSnapshotTrimsPositionsTopic(t *testing.T) {
+	defer func(d time.Duration) { snapshotEvery = d }(snapshotEvery)
+	snapshotEvery = 0
+	ctx := ctxT(t)
+	srcDir, dstDir := t.TempDir(), t.TempDir()
+	var want []*kgo.Record
+	withDir(t, srcDir, func(e *engine.Engine, opts ...kgo.Opt) {
+		if err := e.CreateTopic("t", 2); err != nil {
+			t.Fatal(err)
+		}
+		want = produceTxns(t, ctx, "t", 2, 3, "a", opts...)
+	})
+	run := func() {
+		t.Helper()
+		if err := Run(ctx, Options{From: Endpoint{Dir: srcDir}, To: Endpoint{Dir: dstDir}, StopAtEnd: true,
+			CommitInterval: time.Millisecond, MaxTransactionRecords: 2}); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	}
+	run()
+	// Only partition 0 advances now: the trims of this run must keep
+	// partition 1's position, which its transactions do not change.
+	withDir(t, srcDir, func(e *engine.Engine, opts ...kgo.Opt) {
+		want = append(want, produceTxns(t, ctx, "t", 1, 3, "b", opts...)...)
+	})
+	run()
+	run()
+	withDir(t, dstDir, func(e *engine.Engine, opts ...kgo.Opt) {
+		p, err := e.Partition(DefaultPositionsTopic, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if start := p.Log().LogStartOffset(); start == 0 {
+			t.Fatalf("positions topic log start %d; want it moved up by the snapshots' trims", start)
+		}
+		got := readAll(t, ctx, "t", 2, opts...)
+		if n := len(got[0]) + len(got[1]); n != len(want) {
+			t.Fatalf("destination has %d records; want %d", n, len(want))
+		}
+	})
 }
