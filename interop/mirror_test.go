@@ -22,7 +22,7 @@ import (
 )
 
 var (
-	mirrorKillRounds = flag.Int("mirror-kill-rounds", 20, "SIGKILL rounds of each mirror crash test")
+	mirrorKillCycles = flag.Int("mirror-kill-cycles", 20, "SIGKILL cycles of each mirror crash test")
 	mirrorSeed       = flag.Uint64("mirror-seed", 0, "seed of the mirror crash tests' kill timing (0: from the clock)")
 )
 
@@ -33,7 +33,7 @@ func mirrorRand(t *testing.T) *rand.Rand {
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	t.Logf("-mirror-seed %d -mirror-kill-rounds %d", seed, *mirrorKillRounds)
+	t.Logf("-mirror-seed %d -mirror-kill-cycles %d", seed, *mirrorKillCycles)
 	return rand.New(rand.NewPCG(seed, 0))
 }
 
@@ -327,9 +327,9 @@ func createSourceTopic(t *testing.T, dir string) {
 }
 
 // TestMirrorDirToServeSurvivesKills mirrors an idemlog data dir (opened by
-// the mirror process) to `idemlog serve`. Each round adds committed and
+// the mirror process) to `idemlog serve`. Each cycle adds committed and
 // aborted transactions to the source, starts the mirror, and SIGKILLs it
-// at a random moment, in half the rounds after SIGKILLing the destination
+// at a random moment, in half the cycles after SIGKILLing the destination
 // server under it (restarted at once). A final run to the end, and the
 // destination must equal the source read_committed: the positions stored
 // with each destination transaction are what lets a restarted mirror go
@@ -341,7 +341,7 @@ func TestMirrorDirToServeSurvivesKills(t *testing.T) {
 	rng := mirrorRand(t)
 	w := &sourceWriter{}
 	serverKills := 0
-	for round := range *mirrorKillRounds {
+	for cycle := range *mirrorKillCycles {
 		withEngineDir(t, srcDir, func(_ *engine.Engine, opts []kgo.Opt) {
 			cl, err := newSourceProducer(opts)
 			if err != nil {
@@ -352,7 +352,7 @@ func TestMirrorDirToServeSurvivesKills(t *testing.T) {
 			defer cancel()
 			for range 5 + rng.IntN(20) {
 				if err := w.writeTxn(ctx, cl); err != nil {
-					t.Fatalf("round %d: source transaction: %v", round, err)
+					t.Fatalf("cycle %d: source transaction: %v", cycle, err)
 				}
 			}
 		})
@@ -366,7 +366,7 @@ func TestMirrorDirToServeSurvivesKills(t *testing.T) {
 		time.Sleep(time.Duration(50+rng.IntN(500)) * time.Millisecond)
 		select {
 		case err := <-m.done:
-			t.Fatalf("round %d: mirror exited by itself: %v\n%s", round, err, m.stderr.String())
+			t.Fatalf("cycle %d: mirror exited by itself: %v\n%s", cycle, err, m.stderr.String())
 		default:
 		}
 		m.kill()
@@ -375,17 +375,17 @@ func TestMirrorDirToServeSurvivesKills(t *testing.T) {
 	var src map[int32][]*kgo.Record
 	withEngineDir(t, srcDir, func(_ *engine.Engine, opts []kgo.Opt) { src = readCommitted(t, opts) })
 	got := readCommitted(t, []kgo.Opt{kgo.SeedBrokers(dst.addr)})
-	compareMirrored(t, src, got, *mirrorKillRounds*5*2*mirrorParts/2)
+	compareMirrored(t, src, got, *mirrorKillCycles*5*2*mirrorParts/2)
 	if w.aborted.Load() == 0 || serverKills == 0 {
-		t.Fatalf("aborted transactions %d, server kills %d: the rounds did not exercise both", w.aborted.Load(), serverKills)
+		t.Fatalf("aborted transactions %d, server kills %d: the cycles did not exercise both", w.aborted.Load(), serverKills)
 	}
 }
 
 // TestMirrorServeToDirSurvivesKills mirrors `idemlog serve` to a data dir
 // while a producer keeps writing committed and aborted transactions to
-// the source. Each round SIGKILLs the mirror or the source server at a
+// the source. Each cycle SIGKILLs the mirror or the source server at a
 // random moment (the server restarts at once, the mirror at the next
-// round). Then the producer stops, a final run copies the rest, and the
+// cycle). Then the producer stops, a final run copies the rest, and the
 // destination must equal the source read_committed.
 func TestMirrorServeToDirSurvivesKills(t *testing.T) {
 	srcDir, dstDir := t.TempDir(), t.TempDir()
@@ -433,7 +433,7 @@ func TestMirrorServeToDirSurvivesKills(t *testing.T) {
 	}()
 	var m *mirrorProc
 	serverKills, mirrorKills := 0, 0
-	for range *mirrorKillRounds {
+	for range *mirrorKillCycles {
 		if m == nil {
 			m = startMirror(t, srcAddr, dstDir)
 		}
@@ -460,7 +460,7 @@ func TestMirrorServeToDirSurvivesKills(t *testing.T) {
 	withEngineDir(t, dstDir, func(_ *engine.Engine, opts []kgo.Opt) { got = readCommitted(t, opts) })
 	compareMirrored(t, want, got, 100)
 	if w.aborted.Load() == 0 || serverKills == 0 || mirrorKills == 0 {
-		t.Fatalf("aborted transactions %d, server kills %d, mirror kills %d: the rounds did not exercise all",
+		t.Fatalf("aborted transactions %d, server kills %d, mirror kills %d: the cycles did not exercise all",
 			w.aborted.Load(), serverKills, mirrorKills)
 	}
 }

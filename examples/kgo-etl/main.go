@@ -4,7 +4,7 @@
 //
 // It reads lines from one topic read_committed, writes each upper-cased to
 // another, and commits its consumer group's offsets in the same
-// transaction (kgo's GroupTransactSession), so each committed input yields
+// transaction, so each committed input yields
 // exactly one visible output whatever crashes or rebalances happen.
 //
 // The only difference between the two deployments is how the client
@@ -87,7 +87,7 @@ func cluster(seeds []string) []kgo.Opt {
 // committed transaction's records were handed to committed (nil: none),
 // when committed returns false.
 func process(ctx context.Context, conn []kgo.Opt, in, out, group string, committed func(n int) bool) error {
-	sess, err := kgo.NewGroupTransactSession(append(conn,
+	etl, err := kgo.NewGroupTransactSession(append(conn,
 		kgo.TransactionalID(group+"-etl"),
 		kgo.ConsumerGroup(group), kgo.ConsumeTopics(in),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -97,10 +97,10 @@ func process(ctx context.Context, conn []kgo.Opt, in, out, group string, committ
 	if err != nil {
 		return fmt.Errorf("cannot create the client: %w", err)
 	}
-	defer sess.Close()
+	defer etl.Close()
 	for {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		fs := sess.PollFetches(pctx)
+		fs := etl.PollFetches(pctx)
 		cancel()
 		if ctx.Err() != nil {
 			return nil
@@ -117,15 +117,15 @@ func process(ctx context.Context, conn []kgo.Opt, in, out, group string, committ
 		if fs.NumRecords() == 0 {
 			continue
 		}
-		if err := sess.Begin(); err != nil {
+		if err := etl.Begin(); err != nil {
 			return fmt.Errorf("cannot begin a transaction: %w", err)
 		}
 		n := 0
 		fs.EachRecord(func(r *kgo.Record) {
 			n++
-			sess.Produce(ctx, &kgo.Record{Key: r.Key, Value: bytes.ToUpper(r.Value)}, nil)
+			etl.Produce(ctx, &kgo.Record{Key: r.Key, Value: bytes.ToUpper(r.Value)}, nil)
 		})
-		ok, err := sess.End(ctx, kgo.TryCommit)
+		ok, err := etl.End(ctx, kgo.TryCommit)
 		if err != nil {
 			return fmt.Errorf("cannot end a transaction: %w", err)
 		}

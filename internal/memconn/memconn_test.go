@@ -15,7 +15,7 @@ import (
 
 // TestPipeCarriesBytesInOrderBothWays streams more than the ring holds in
 // both directions at once, with writes and reads of random sizes, so that
-// every wrap-around of the ring is crossed and a full ring blocks a writer
+// the ring wraps many times and a full ring blocks a writer
 // while its reader drains.
 func TestPipeCarriesBytesInOrderBothWays(t *testing.T) {
 	a, b := Pipe(1000, "a", "b")
