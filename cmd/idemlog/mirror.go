@@ -51,9 +51,10 @@ with "done": true. SIGINT or SIGTERM aborts the transaction in hand and
 exits 0; the next run resumes from the stored positions.
 
 Exit status: 0 when stopped (or caught up with --stop-at-end), 1 when the
-destination refuses the copy (a topic with fewer partitions than its
-source, a topic it will not create, a record too large) or no source topic
-matches, 2 for a usage error.
+destination refuses the copy (a topic holding records with fewer
+partitions than its source, a topic it will not create, a record too
+large), no source topic matches or the source dir does not exist, 2 for a
+usage error.
 
 SASL passwords come from the environment, IDEMLOG_FROM_SASL_PASSWORD and
 IDEMLOG_TO_SASL_PASSWORD, not from the command line (ps shows it).
@@ -70,11 +71,11 @@ type endpointFlags struct {
 }
 
 func (f *endpointFlags) register(fs *flag.FlagSet, side, what string) {
-	fs.StringVar(&f.addr, side, "", what+": a data `DIR` or HOST:PORT[,HOST:PORT...] (required)")
-	fs.BoolVar(&f.tls, side+"-tls", false, "connect to the "+side+" cluster with TLS")
-	fs.StringVar(&f.tlsCA, side+"-tls-ca", "", "PEM `FILE` of the CAs that sign the "+side+" cluster's certificates (implies --"+side+"-tls; default: the system's)")
-	fs.StringVar(&f.saslMech, side+"-sasl-mechanism", "", "SASL `MECHANISM` for the "+side+" cluster: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
-	fs.StringVar(&f.saslUser, side+"-sasl-user", "", "SASL `USER` for the "+side+" cluster")
+	fs.StringVar(&f.addr, side, "", what+" `ENDPOINT`: a data dir or HOST:PORT[,HOST:PORT...] (required)")
+	fs.BoolVar(&f.tls, side+"-tls", false, "connect to the "+what+" cluster with TLS")
+	fs.StringVar(&f.tlsCA, side+"-tls-ca", "", "PEM `FILE` of the CAs that sign the "+what+" cluster's certificates (implies --"+side+"-tls; default: the system's)")
+	fs.StringVar(&f.saslMech, side+"-sasl-mechanism", "", "SASL `MECHANISM` for the "+what+" cluster: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+	fs.StringVar(&f.saslUser, side+"-sasl-user", "", "SASL `USER` for the "+what+" cluster")
 	f.saslPasswordEnvName = "IDEMLOG_" + strings.ToUpper(side) + "_SASL_PASSWORD"
 }
 
