@@ -97,6 +97,9 @@ func TestMirrorUsageErrors(t *testing.T) {
 		{"mirror", "--from", dir, "--to", dir},
 		{"mirror", "--from", dir, "--to", "127.0.0.1:9092", "--from-tls"},
 		{"mirror", "--from", dir, "--to", "127.0.0.1:9092", "--to-sasl-mechanism", "GSSAPI"},
+		{"mirror", "--from", dir, "--to", "127.0.0.1:9092", "--to-tls-ca", dir + "/missing.pem"},
+		{"mirror", "--from", dir, "--to", "127.0.0.1:9092", "--to-tls-ca", dir},
+		{"mirror", "--from", dir, "--to", "127.0.0.1:9092", "--to-sasl-user", "u"},
 		{"mirror", "--from", dir, "--to", "127.0.0.1:9092", "--topics", "("},
 		{"mirror", "--from", dir, "--to", "127.0.0.1:9092", "--commit-interval", "0s"},
 	} {
@@ -124,5 +127,19 @@ func TestBrokerList(t *testing.T) {
 		if ok != (c.want != nil) || !slices.Equal(got, c.want) {
 			t.Errorf("brokerList(%q) = %v, %v; want %v", c.in, got, ok, c.want)
 		}
+	}
+}
+
+// TestMirrorSecureEndpointOptions: TLS and SASL flags become client
+// options of the cluster side they name, and only of it.
+func TestMirrorSecureEndpointOptions(t *testing.T) {
+	f := endpointFlags{addr: "broker:9093", tls: true, saslMech: "scram-sha-512", saslUser: "u"}
+	e, err := f.endpoint("to")
+	if err != nil || len(e.Brokers) != 1 || len(e.Opts) != 2 {
+		t.Fatalf("endpoint = %+v, %v; want one broker with a TLS and a SASL option", e, err)
+	}
+	plain := endpointFlags{addr: "broker:9092"}
+	if e, err := plain.endpoint("from"); err != nil || len(e.Opts) != 0 {
+		t.Fatalf("plain endpoint = %+v, %v; want no options", e, err)
 	}
 }
