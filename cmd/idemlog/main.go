@@ -38,6 +38,7 @@ func init() {
 		{"verify", "check segments, indexes and offset continuity of partitions", runVerify},
 		{"bench", "generate load on an embedded engine and measure throughput and latency", runBench},
 		{"serve", "serve the Kafka protocol for unmodified Kafka clients", runServe},
+		{"mirror", "copy topics exactly once between idemlog data dirs and Kafka clusters", runMirror},
 	}
 }
 
