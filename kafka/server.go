@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/idemlog/idemlog/engine"
+	"github.com/idemlog/idemlog/errcode"
 	"github.com/idemlog/idemlog/kafka/group"
+	"github.com/idemlog/idemlog/pidtable"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -779,6 +781,22 @@ func (s *Server) code(key kmsg.Key, err error) int16 {
 	c := errCode(err)
 	if c != 0 {
 		s.m.errors.WithLabelValues(key.Name(), strconv.Itoa(int(c))).Inc()
+		s.logServerError(key, c, err)
 	}
 	return c
+}
+
+// logServerError logs, rate-limited, the errors that are the server's
+// (storage, an unexpected failure) or a limit the operator sets (producers
+// per partition): a client is told the code, the operator must learn it
+// too, without a line per request while a disk stays full.
+func (s *Server) logServerError(key kmsg.Key, c int16, err error) {
+	switch {
+	case c == errcode.KafkaStorageError:
+		s.storageLog.log(s.log, slog.LevelError, "storage error", "api", key.Name(), "err", err)
+	case c == errcode.UnknownServerError:
+		s.storageLog.log(s.log, slog.LevelError, "request failed on the server", "api", key.Name(), "err", err)
+	case errors.Is(err, pidtable.ErrTooManyProducers):
+		s.producerLimitLog.log(s.log, slog.LevelWarn, "partition refuses new producers", "err", err)
+	}
 }
