@@ -217,3 +217,40 @@ func TestMaxConnectionsPerIPClosesTheExtra(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A client that sends a request a byte every 100 ms (slowloris) is closed
+// once RequestTimeout has passed since the request's first byte, however
+// steadily the bytes come: it cannot hold a connection and a frame buffer
+// for a byte per IdleTimeout.
+func TestSlowRequestClosedAtRequestTimeout(t *testing.T) {
+	const requestTimeout = 500 * time.Millisecond
+	ts := startServer(t, Options{RequestTimeout: requestTimeout})
+	rc := dial(t, ts.addr)
+	frame := []byte{0, 0, 0, 100} // a 100-byte request follows, slowly
+	start := time.Now()
+	closed := false
+	for i := 0; time.Since(start) < 10*requestTimeout; i++ {
+		b := byte(0)
+		if i < len(frame) {
+			b = frame[i]
+		}
+		if _, err := rc.c.Write([]byte{b}); err != nil {
+			closed = true
+			break
+		}
+		rc.c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		var got [1]byte
+		if _, err := rc.c.Read(got[:]); err != nil && !isTimeout(err) {
+			closed = true
+			break
+		}
+	}
+	took := time.Since(start)
+	if !closed {
+		t.Fatalf("a request sent a byte per 100 ms still open after %v; want it closed after the request timeout %v", took, requestTimeout)
+	}
+	if took < requestTimeout {
+		t.Fatalf("closed after %v, before the request timeout %v", took, requestTimeout)
+	}
+	t.Logf("closed %v after the request's first byte", took.Round(time.Millisecond))
+}
