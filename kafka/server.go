@@ -148,8 +148,11 @@ type Server struct {
 	// no cap.
 	slots chan struct{}
 
-	// Repeated failures are logged at most once per logLimitInterval each.
-	acceptLog, connLimitLog, ipLimitLog, storageLog, producerLimitLog logLimiter
+	// Repeated failures are logged at most once per logLimitInterval each;
+	// server errors per API, so that a failing produce does not hide a
+	// failing topic creation.
+	acceptLog, connLimitLog, ipLimitLog, producerLimitLog logLimiter
+	serverErrLog                                          [128]logLimiter
 
 	// host and port are what Metadata advertises; set by the first Serve
 	// when Options.Advertise is empty (under mu, read by handlers after).
@@ -791,11 +794,12 @@ func (s *Server) code(key kmsg.Key, err error) int16 {
 // per partition): a client is told the code, the operator must learn it
 // too, without a line per request while a disk stays full.
 func (s *Server) logServerError(key kmsg.Key, c int16, err error) {
+	lim := &s.serverErrLog[int(key)%len(s.serverErrLog)]
 	switch {
 	case c == errcode.KafkaStorageError:
-		s.storageLog.log(s.log, slog.LevelError, "storage error", "api", key.Name(), "err", err)
+		lim.log(s.log, slog.LevelError, "storage error", "api", key.Name(), "err", err)
 	case c == errcode.UnknownServerError:
-		s.storageLog.log(s.log, slog.LevelError, "request failed on the server", "api", key.Name(), "err", err)
+		lim.log(s.log, slog.LevelError, "request failed on the server", "api", key.Name(), "err", err)
 	case errors.Is(err, pidtable.ErrTooManyProducers):
 		s.producerLimitLog.log(s.log, slog.LevelWarn, "partition refuses new producers", "err", err)
 	}
