@@ -19,6 +19,10 @@ const (
 
 var bufPools [maxBufClass + 1]sync.Pool
 
+// boxes recycles the *[]byte headers the pools hold, so that giving a
+// buffer back allocates nothing either.
+var boxes = sync.Pool{New: func() any { return new([]byte) }}
+
 // getBuf returns an empty buffer of capacity at least n, from the pool of
 // the smallest power of two that holds n.
 func getBuf(n int) []byte {
@@ -29,8 +33,11 @@ func getBuf(n int) []byte {
 	if c > maxBufClass {
 		return make([]byte, 0, n)
 	}
-	if b, ok := bufPools[c].Get().(*[]byte); ok {
-		return (*b)[:0]
+	if box, ok := bufPools[c].Get().(*[]byte); ok {
+		b := (*box)[:0]
+		*box = nil
+		boxes.Put(box)
+		return b
 	}
 	return make([]byte, 0, 1<<c)
 }
@@ -43,8 +50,9 @@ func putBuf(b []byte) {
 		return
 	}
 	c := min(bits.Len(uint(cap(b)))-1, maxBufClass)
-	b = b[:0]
-	bufPools[c].Put(&b)
+	box := boxes.Get().(*[]byte)
+	*box = b[:0]
+	bufPools[c].Put(box)
 }
 
 // readAhead is how much a connection reads from the socket at once for

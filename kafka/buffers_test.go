@@ -93,3 +93,25 @@ func TestProducedConnectionsReleaseBuffers(t *testing.T) {
 // quietLogger discards the server's logs: a test's log lines are kept in
 // memory, which would count as the connections' heap.
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// A pooled buffer is always large enough: whatever capacities were given
+// back (append grows buffers to sizes that are no power of two), getBuf(n)
+// returns an empty buffer of capacity n or more.
+func TestBufPoolCapacity(t *testing.T) {
+	sizes := []int{0, 1, 4095, 4096, 4097, 65535, 65536, 65537, 1_000_000, 3 << 20, 100 << 20}
+	for _, given := range sizes {
+		putBuf(make([]byte, min(7, given), given))
+	}
+	for range 3 {
+		for _, n := range sizes {
+			b := getBuf(n)
+			if len(b) != 0 || cap(b) < n {
+				t.Fatalf("getBuf(%d): len %d cap %d", n, len(b), cap(b))
+			}
+			putBuf(append(b, 1))
+		}
+	}
+	if b := getBuf(200 << 20); cap(b) < 200<<20 {
+		t.Fatalf("getBuf above the largest class: cap %d", cap(b))
+	}
+}
