@@ -89,7 +89,7 @@ func TestParkedFetchCappedByRequestTimeout(t *testing.T) {
 	}
 }
 
-// joinGroup sends a JoinGroup v3 (no member id round) for group as member
+// joinGroup sends a JoinGroup v3 (before KIP-394, no member id exchange) for group as member
 // (empty: a new member) with the given rebalance timeout.
 func joinGroup(rc *rawConn, grp, member string, rebalance int32) {
 	req := kmsg.NewPtrJoinGroupRequest()
