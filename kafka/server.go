@@ -426,7 +426,7 @@ func (s *Server) serveConn(nc net.Conn, host string) {
 	defer s.m.conns.Dec()
 	log := s.log.With("remote", nc.RemoteAddr().String())
 	log.Debug("connection opened")
-	ctx, cancel := context.WithCancel(group.WithClientHost(s.ctx, clientHost(nc.RemoteAddr())))
+	ctx, cancel := context.WithCancel(group.WithClientHost(s.ctx, host))
 	out := make(chan pending, s.opts.MaxPipeline)
 	// pendingResponses counts requests handed to the writer and not yet
 	// answered: while one is, the connection is not idle. The reader adds
