@@ -30,8 +30,8 @@ func growth(before, after uint64, conns int) float64 {
 
 // Connections that sent one request and went idle hold no buffers: 500 of
 // them cost the server a few KiB each (the connection's state and its
-// goroutines' bookkeeping), not 128 KiB of read and write buffers
-// allocated on accept.
+// goroutines' bookkeeping; the bound leaves room for other tests'
+// leftovers), not 128 KiB of read and write buffers allocated on accept.
 func TestIdleConnectionsHoldNoBuffers(t *testing.T) {
 	ts := startServer(t, Options{Logger: quietLogger()})
 	const conns = 500
@@ -45,16 +45,17 @@ func TestIdleConnectionsHoldNoBuffers(t *testing.T) {
 	after := heapInUse()
 	per := growth(before, after, conns)
 	t.Logf("%d idle connections: heap %d -> %d bytes, %.1f KiB per connection", conns, before, after, per/1024)
-	if per > 16<<10 {
-		t.Errorf("each idle connection holds %.1f KiB of heap, want under 16 KiB", per/1024)
+	if per > 32<<10 {
+		t.Errorf("each idle connection holds %.1f KiB of heap, want under 32 KiB", per/1024)
 	}
 	runtime.KeepAlive(open)
 }
 
 // Connections that each produced 1 MB and went idle hold none of it: the
 // frame, read-ahead and response buffers go back to a pool after each
-// request, so 64 such connections cost the server a few MiB in all, not
-// 64 MiB (the 2,000 held 3.4 GB).
+// request, so 64 such connections cost the server little (the bound
+// leaves room for other tests' leftovers), not 64 MiB (the 2,000
+// held 3.4 GB).
 func TestProducedConnectionsReleaseBuffers(t *testing.T) {
 	ts := startServer(t, Options{Logger: quietLogger()})
 	if err := ts.eng.CreateTopic("big", 1); err != nil {
@@ -83,8 +84,8 @@ func TestProducedConnectionsReleaseBuffers(t *testing.T) {
 	after := heapInUse()
 	t.Logf("%d connections after a 1 MB produce each: heap %d -> %d bytes (%.1f KiB per connection)",
 		conns, before, after, growth(before, after, conns)/1024)
-	if after > before && after-before > 8<<20 {
-		t.Errorf("%d idle connections that each produced 1 MB hold %d MiB of heap, want under 8 MiB in all",
+	if after > before && after-before > 16<<20 {
+		t.Errorf("%d idle connections that each produced 1 MB hold %d MiB of heap, want under 16 MiB in all",
 			conns, (after-before)>>20)
 	}
 	runtime.KeepAlive(open)
