@@ -319,6 +319,14 @@ func (p *Partition) writeVerified(b []byte, untrusted bool, ver *Verification) (
 func (p *Partition) appendIdempotent(v batch.Batch, ver *Verification) (AppendResult, bool, error) {
 	pid := v.ProducerID()
 	ent, created, err := p.producers.Acquire(pid)
+	if errors.Is(err, pidtable.ErrTooManyProducers) {
+		// The limit and the way out go with the error, to the client's
+		// error message and the server's log: without them, a refusal
+		// that lasts until producers expire reads as a broker failure.
+		return AppendResult{}, false, fmt.Errorf("cannot append producer %d to %s-%d: %w: %d producers hold state "+
+			"(MaxProducersPerPartition); one frees when it has written nothing for %v (ProducerIDExpiration)",
+			pid, p.topic, p.index, err, p.opts.MaxProducersPerPartition, p.opts.ProducerIDExpiration)
+	}
 	if err != nil {
 		return AppendResult{}, false, fmt.Errorf("cannot append producer %d to %s-%d: %w", pid, p.topic, p.index, err)
 	}

@@ -34,6 +34,7 @@ const (
 	UnsupportedCompressionType   int16 = 76
 	InvalidRecord                int16 = 87
 	UnstableOffsetCommit         int16 = 88
+	ThrottlingQuotaExceeded      int16 = 89
 	ProducerFenced               int16 = 90
 )
 

@@ -65,7 +65,13 @@ func (s *Server) fetch(ctx context.Context, r *kmsg.FetchRequest) pending {
 		resp.ErrorCode = s.code(kmsg.Fetch, errFetchSessionNotFound)
 		return pending{resp: resp}
 	}
-	deadline := start.Add(time.Duration(r.MaxWaitMillis) * time.Millisecond)
+	// The wait is the client's, up to RequestTimeout: a MaxWaitMillis of
+	// 2^31-1 would park the request for 24.8 days.
+	wait := time.Duration(r.MaxWaitMillis) * time.Millisecond
+	if rt := s.opts.RequestTimeout; rt > 0 && wait > rt {
+		wait = rt
+	}
+	deadline := start.Add(wait)
 	var cases []reflect.SelectCase
 	for {
 		// Take the wake-up channels before reading: an advance after the

@@ -40,8 +40,10 @@ type header struct {
 // cannot even be answered.
 const minHeader = 8
 
-// readFrame reads one size-prefixed frame into buf (grown as needed) and
-// returns the frame's bytes, which alias buf.
+// readFrame reads one size-prefixed frame into buf (grown as needed, from
+// the buffer pool, a replaced buffer going back to it) and returns the
+// frame's bytes, which alias the buffer it returns; buf is the function's
+// from the call on.
 func readFrame(r io.Reader, buf []byte, maxSize int) ([]byte, []byte, error) {
 	var size [4]byte
 	if _, err := io.ReadFull(r, size[:]); err != nil {
@@ -61,8 +63,9 @@ func readFrame(r io.Reader, buf []byte, maxSize int) ([]byte, []byte, error) {
 	buf = buf[:0]
 	for len(buf) < int(n) {
 		if cap(buf) == len(buf) {
-			grown := make([]byte, len(buf), min(int(n), max(frameChunk, 2*cap(buf))))
+			grown := getBuf(min(int(n), max(frameChunk, 2*cap(buf))))[:len(buf)]
 			copy(grown, buf)
+			putBuf(buf)
 			buf = grown
 		}
 		// Never past this frame: what follows is the next one's.

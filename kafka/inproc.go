@@ -40,15 +40,24 @@ func (s *Server) Dial(ctx context.Context, network, addr string) (net.Conn, erro
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("cannot dial in-process: %w", err)
 	}
+	// An in-process connection counts against max.connections like a
+	// socket (it holds the same per-connection state), but not against
+	// max.connections.per.ip: every in-process client is the one host.
+	if !s.takeConnSlot() {
+		return nil, fmt.Errorf("cannot dial in-process: %w", net.ErrClosed)
+	}
 	client, server := memconn.Pipe(0, inprocClientAddr, inprocServerAddr)
+	host := clientHost(server.RemoteAddr())
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		s.freeConnSlot()
 		return nil, fmt.Errorf("cannot dial in-process: %w", net.ErrClosed)
 	}
+	s.perIP[host]++
 	s.conns[server] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	go s.serveConn(server)
+	go s.serveConn(server, host)
 	return client, nil
 }

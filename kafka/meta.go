@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/idemlog/idemlog/engine"
 	"github.com/idemlog/idemlog/errcode"
@@ -30,11 +31,31 @@ var (
 // errCode maps an error to its Kafka code. Every sentinel carries one
 // (errcode); an engine that is closing answers like a broker that is
 // shutting down, so clients retry elsewhere or later.
+//
+// A file-system error that no sentinel wraps (the engine's topic creation
+// returns them as they come) is KAFKA_STORAGE_ERROR when it says the disk
+// cannot take the write, as Kafka answers for a log directory that failed,
+// not UNKNOWN_SERVER_ERROR, which tells the client nothing.
 func errCode(err error) int16 {
 	if errors.Is(err, engine.ErrClosed) {
 		return kerr.NotLeaderForPartition.Code
 	}
-	return errcode.Code(err)
+	c := errcode.Code(err)
+	if c == errcode.UnknownServerError && isStorageFailure(err) {
+		return errcode.KafkaStorageError
+	}
+	return c
+}
+
+// isStorageFailure reports whether err is the disk refusing: no space, no
+// quota, an I/O error or a read-only file system.
+func isStorageFailure(err error) bool {
+	for _, e := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EIO, syscall.EROFS} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) apiVersionsTable(resp *kmsg.ApiVersionsResponse) {

@@ -20,6 +20,7 @@ type metrics struct {
 	badFrames     prometheus.Counter
 	panics        prometheus.Counter
 	conns         prometheus.Gauge
+	refusedConns  prometheus.Counter
 	appendLatency prometheus.Histogram
 	fetchLatency  prometheus.Histogram
 	gauges        []prometheus.Collector
@@ -50,6 +51,7 @@ func newMetrics(s *Server) *metrics {
 		badFrames:    prometheus.NewCounter(prometheus.CounterOpts{Name: "idemlog_kafka_bad_frames_total", Help: "Connections closed for a malformed, oversized or unsupported request."}),
 		panics:       prometheus.NewCounter(prometheus.CounterOpts{Name: "idemlog_kafka_handler_panics_total", Help: "Requests whose handler panicked (a bug): the connection was closed."}),
 		conns:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "idemlog_kafka_connections", Help: "Open client connections."}),
+		refusedConns: prometheus.NewCounter(prometheus.CounterOpts{Name: "idemlog_kafka_refused_connections_total", Help: "Connections closed on accept for max.connections.per.ip."}),
 		appendLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "idemlog_append_seconds",
 			Help: "Produce request latency, appends and the sync policy's wait.", Buckets: latencyBuckets}),
 		fetchLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "idemlog_fetch_seconds",
@@ -87,7 +89,7 @@ func newMetrics(s *Server) *metrics {
 
 func (m *metrics) register(r prometheus.Registerer) error {
 	cs := []prometheus.Collector{m.requests, m.errors, m.requestTime, m.bytesIn, m.bytesOut, m.bytesFetched,
-		m.recordsIn, m.badFrames, m.panics, m.conns, m.appendLatency, m.fetchLatency}
+		m.recordsIn, m.badFrames, m.panics, m.conns, m.refusedConns, m.appendLatency, m.fetchLatency}
 	for _, c := range append(cs, m.gauges...) {
 		if err := r.Register(c); err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/engine"
 	"github.com/idemlog/idemlog/errcode"
+	"github.com/idemlog/idemlog/pidtable"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -100,8 +101,7 @@ func (s *Server) produce(r *kmsg.ProduceRequest) pending {
 				}
 			}
 			if err != nil {
-				out.BaseOffset = -1
-				out.ErrorCode = s.produceCode(r.Version, err)
+				s.produceFailed(out, r.Version, err)
 			}
 		}
 	}
@@ -126,8 +126,7 @@ func (s *Server) produce(r *kmsg.ProduceRequest) pending {
 		engine.WaitAll(waits)
 		for i, w := range waits {
 			if w.Err != nil {
-				slots[i].BaseOffset = -1
-				slots[i].ErrorCode = s.produceCode(r.Version, w.Err)
+				s.produceFailed(slots[i], r.Version, w.Err)
 			}
 		}
 		s.m.appendLatency.Observe(time.Since(start).Seconds())
@@ -252,6 +251,18 @@ var (
 	errTransactionAbortable = errcode.New(kerr.TransactionAbortable.Code, "transaction abortable")
 	errInvalidProducerEpoch = errcode.New(errcode.InvalidProducerEpoch, "invalid producer epoch")
 )
+
+// produceFailed answers a partition's failed append. The producer limit's
+// error carries its message (v8+): the limit and when it frees, which the
+// code alone cannot tell.
+func (s *Server) produceFailed(out *kmsg.ProduceResponseTopicPartition, version int16, err error) {
+	out.BaseOffset = -1
+	out.ErrorCode = s.produceCode(version, err)
+	if errors.Is(err, pidtable.ErrTooManyProducers) {
+		msg := err.Error()
+		out.ErrorMessage = &msg
+	}
+}
 
 // produceCode is a produce error's code for the request's version: a
 // coordinator's PRODUCER_FENCED reaches producers as INVALID_PRODUCER_EPOCH,

@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/idemlog/idemlog/engine"
+	"github.com/idemlog/idemlog/errcode"
 	"github.com/idemlog/idemlog/kafka/group"
+	"github.com/idemlog/idemlog/pidtable"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -33,6 +35,24 @@ type Options struct {
 	// MaxFrameSize caps a request frame; Kafka's socket.request.max.bytes
 	// is 100 MiB, the default.
 	MaxFrameSize int
+	// MaxConnections caps the connections served at once, over all
+	// listeners (Kafka's max.connections). At the cap Serve stops
+	// accepting until a connection closes, as Kafka's acceptor does: new
+	// clients wait in the listen backlog instead of taking descriptors.
+	// 0: half of the process's open-file limit (RLIMIT_NOFILE), so that
+	// the engine keeps descriptors for its files; negative: no cap.
+	MaxConnections int
+	// MaxConnectionsPerIP caps the connections of one client address
+	// (Kafka's max.connections.per.ip): one over it is closed as soon as
+	// it is accepted. 0 or negative: no cap, Kafka's default.
+	MaxConnectionsPerIP int
+	// RequestTimeout bounds how long a request frame may take to arrive
+	// once its first byte has (a client trickling bytes holds its
+	// connection for this long at most, not for IdleTimeout per byte), and
+	// how long a Fetch may park: a larger MaxWaitMillis is cut to it.
+	// Kafka's clients give up on a request after request.timeout.ms, 30 s,
+	// the default; negative: no bound.
+	RequestTimeout time.Duration
 	// AutoCreateTopics creates a topic a client asks Metadata about, when
 	// the request allows it (Kafka's auto.create.topics.enable), with
 	// DefaultPartitions partitions (1). Off unless set (a bool has no
@@ -94,6 +114,12 @@ func (o Options) withDefaults() Options {
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = 10 * time.Minute
 	}
+	if o.MaxConnections == 0 {
+		o.MaxConnections = defaultMaxConnections()
+	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = 30 * time.Second
+	}
 	return o
 }
 
@@ -115,6 +141,18 @@ type Server struct {
 	conns     map[net.Conn]struct{}
 	closed    bool
 	wg        sync.WaitGroup
+	// perIP counts open connections by client host, for
+	// MaxConnectionsPerIP (under mu).
+	perIP map[string]int
+	// slots holds a token per open connection, for MaxConnections; nil:
+	// no cap.
+	slots chan struct{}
+
+	// Repeated failures are logged at most once per logLimitInterval each;
+	// server errors per API, so that a failing produce does not hide a
+	// failing topic creation.
+	acceptLog, connLimitLog, ipLimitLog, producerLimitLog logLimiter
+	serverErrLog                                          [128]logLimiter
 
 	// host and port are what Metadata advertises; set by the first Serve
 	// when Options.Advertise is empty (under mu, read by handlers after).
@@ -135,7 +173,10 @@ func New(e *engine.Engine, opts Options) (*Server, error) {
 	}
 	s := &Server{eng: e, coord: coord, opts: opts, log: opts.Logger,
 		groups:    group.New(opts.Group),
-		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}
+		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, perIP: map[string]int{}}
+	if opts.MaxConnections > 0 {
+		s.slots = make(chan struct{}, opts.MaxConnections)
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if opts.Advertise != "" {
 		if err := s.setAdvertised(opts.Advertise); err != nil {
@@ -199,33 +240,88 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.listeners[ln] = struct{}{}
 	s.mu.Unlock()
 	s.log.Info("serving kafka protocol", "addr", ln.Addr().String())
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+	}()
+	var delay time.Duration
 	for {
+		if !s.takeConnSlot() {
+			return nil // closed
+		}
 		nc, err := ln.Accept()
 		if err != nil {
+			s.freeConnSlot()
 			s.mu.Lock()
 			closed := s.closed
-			delete(s.listeners, ln)
 			s.mu.Unlock()
 			if closed {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("cannot accept: %w", err)
 			}
-			return fmt.Errorf("cannot accept: %w", err)
+			// Anything else (EMFILE, ENFILE, ENOBUFS, ECONNABORTED) passes:
+			// the server waits and accepts again.
+			delay = acceptDelay(delay)
+			s.acceptLog.log(s.log, slog.LevelError, "cannot accept connection; retrying", "err", err, "retry_in", delay)
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-s.ctx.Done():
+			}
+			t.Stop()
+			continue
 		}
+		delay = 0
+		host := clientHost(nc.RemoteAddr())
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			nc.Close()
+			s.freeConnSlot()
 			return nil
 		}
+		if limit := s.opts.MaxConnectionsPerIP; limit > 0 && s.perIP[host] >= limit {
+			s.mu.Unlock()
+			nc.Close()
+			s.freeConnSlot()
+			s.m.refusedConns.Inc()
+			s.ipLimitLog.log(s.log, slog.LevelWarn, "closing connection over max.connections.per.ip", "client", host, "max", limit)
+			continue
+		}
+		s.perIP[host]++
 		s.conns[nc] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
-		go s.serveConn(nc)
+		go s.serveConn(nc, host)
+	}
+}
+
+// takeConnSlot waits until fewer than MaxConnections connections are open
+// and takes a slot for the next one; false if the server closed meanwhile.
+func (s *Server) takeConnSlot() bool {
+	if s.slots == nil {
+		return true
+	}
+	select {
+	case s.slots <- struct{}{}:
+		return true
+	default:
+	}
+	s.connLimitLog.log(s.log, slog.LevelWarn, "max.connections reached: not accepting until a connection closes", "max", cap(s.slots))
+	select {
+	case s.slots <- struct{}{}:
+		return true
+	case <-s.ctx.Done():
+		return false
+	}
+}
+
+func (s *Server) freeConnSlot() {
+	if s.slots != nil {
+		<-s.slots
 	}
 }
 
@@ -322,14 +418,15 @@ type pending struct {
 // Requests are decoded and handled one at a time, as Kafka does; responses
 // go to a writer goroutine, so a produce's wait for its sync overlaps the
 // handling of the requests behind it (clients pipeline up to 5 produces),
-// and syncs of one connection's produces group.
-func (s *Server) serveConn(nc net.Conn) {
+// and syncs of one connection's produces group. Buffers are pooled and held
+// only while a request or response needs them (buffers.go).
+func (s *Server) serveConn(nc net.Conn, host string) {
 	defer s.wg.Done()
 	s.m.conns.Inc()
 	defer s.m.conns.Dec()
 	log := s.log.With("remote", nc.RemoteAddr().String())
 	log.Debug("connection opened")
-	ctx, cancel := context.WithCancel(group.WithClientHost(s.ctx, clientHost(nc.RemoteAddr())))
+	ctx, cancel := context.WithCancel(group.WithClientHost(s.ctx, host))
 	out := make(chan pending, s.opts.MaxPipeline)
 	// pendingResponses counts requests handed to the writer and not yet
 	// answered: while one is, the connection is not idle. The reader adds
@@ -341,20 +438,26 @@ func (s *Server) serveConn(nc net.Conn) {
 		defer close(writerDone)
 		s.writeResponses(nc, out, &pendingResponses, cancel, log)
 	}()
+	r := &connReader{nc: nc}
+	var buf []byte // the frame being read and handled; pooled
 	defer func() {
 		close(out)
 		<-writerDone
 		cancel()
 		nc.Close()
+		putBuf(buf)
+		r.release()
 		s.mu.Lock()
 		delete(s.conns, nc)
+		if s.perIP[host]--; s.perIP[host] <= 0 {
+			delete(s.perIP, host)
+		}
 		s.mu.Unlock()
+		s.freeConnSlot()
 		log.Debug("connection closed")
 	}()
-	r := bufio.NewReaderSize(nc, 64<<10)
-	var buf []byte
 	for {
-		if err := awaitRequest(nc, r, s.opts.IdleTimeout, &pendingResponses); err != nil {
+		if err := s.awaitRequest(nc, r, &pendingResponses); err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				log.Debug("closing idle connection", "idle", s.opts.IdleTimeout)
 			}
@@ -363,7 +466,12 @@ func (s *Server) serveConn(nc net.Conn) {
 		frame, b, err := readFrame(r, buf, s.opts.MaxFrameSize)
 		buf = b
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
+			switch {
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				log.Info("closing connection: request not received within the request timeout",
+					"request_timeout", s.opts.RequestTimeout, "received", len(buf))
+				s.m.badFrames.Inc()
+			case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil:
 				log.Info("closing connection", "err", err)
 				s.m.badFrames.Inc()
 			}
@@ -374,6 +482,8 @@ func (s *Server) serveConn(nc net.Conn) {
 		if err != nil {
 			if errors.Is(err, ErrUnsupportedVersion) && h.key == kmsg.ApiVersions.Int16() {
 				s.m.observe(h.key, 0) // counted as a request, as its error is
+				putBuf(buf)
+				buf = nil
 				pendingResponses.Add(1)
 				out <- pending{correlation: h.correlation, resp: s.apiVersionsFallback()}
 				continue
@@ -384,23 +494,25 @@ func (s *Server) serveConn(nc net.Conn) {
 		}
 		if ctx.Err() != nil {
 			// Read ahead of a Close or a failed write: not handled, as
-			// Kafka mutes a closing channel. (From review.)
+			// Kafka mutes a closing channel.
 			return
 		}
+		stopWatch := watchDisconnect(nc, r, req, cancel)
 		p, ok := s.handleSafely(ctx, h, req, log)
+		stopWatch()
+		// The request's bytes are no longer read once it is handled: a
+		// response holds copies (or segment chunks), never the frame.
+		putBuf(buf)
+		buf = nil
 		if !ok {
 			return
 		}
 		p.correlation = h.correlation
-		if big := 1 << 20; cap(buf) > big && len(frame) <= big {
-			buf = nil // do not pin one huge produce's buffer for the connection's life
-		}
 		pendingResponses.Add(1)
 		// A handled request's response goes out while the writer has
 		// room, even once the context is done (a JoinGroup that Close
 		// ended answers COORDINATOR_NOT_AVAILABLE): a select of both
-		// cases picked at random and dropped it half the time. (From
-		// review.)
+		// cases picked at random and dropped it half the time.
 		select {
 		case out <- p:
 		default:
@@ -420,30 +532,84 @@ func (s *Server) serveConn(nc net.Conn) {
 	}
 }
 
+// mayPark reports whether handling req may wait for something other than
+// the connection: a Fetch with a wait, a JoinGroup or a SyncGroup.
+func mayPark(req kmsg.Request) bool {
+	switch r := req.(type) {
+	case *kmsg.FetchRequest:
+		return r.MaxWaitMillis > 0
+	case *kmsg.JoinGroupRequest, *kmsg.SyncGroupRequest:
+		return true
+	}
+	return false
+}
+
+// watchDisconnect reads ahead on nc while req, which may park, is handled,
+// so that a client that disconnects cancels its parked request (through
+// cancel, the connection's context) at once: without it, nobody reads the
+// socket during the wait, and the goroutines, descriptor and buffers of a
+// departed client stay until the wait ends. The returned stop ends the
+// watch; a byte the watch read stays in r for the next request.
+func watchDisconnect(nc net.Conn, r *connReader, req kmsg.Request, cancel func()) (stop func()) {
+	if !mayPark(req) || r.buffered() > 0 {
+		// Nothing to wait for, or the client has sent more already.
+		return func() {}
+	}
+	if err := nc.SetReadDeadline(time.Time{}); err != nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := r.awaitByte(); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			cancel()
+		}
+	}()
+	return func() {
+		nc.SetReadDeadline(time.Unix(1, 0)) // ends the read at once
+		<-done
+	}
+}
+
 // closeWriteGrace is how long Close lets responses in flight reach clients.
 const closeWriteGrace = 5 * time.Second
 
-// maxKeptResponse is the largest response buffer a connection keeps
-// between responses.
-const maxKeptResponse = 32 << 20
+// writeBufferSize is the buffer through which a connection's responses are
+// written, so that pipelined responses share a write.
+const writeBufferSize = 64 << 10
+
+var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, writeBufferSize) }}
 
 // writeResponses is a connection's writer: in request order it completes
 // each response, encodes it and writes; it flushes when no response is
-// ready behind the one written, so pipelined responses share a write.
+// ready behind the one written, so pipelined responses share a write. Its
+// buffered writer is taken from a pool for each run of responses and given
+// back once they are flushed: an idle connection holds none.
 func (s *Server) writeResponses(nc net.Conn, in <-chan pending, unanswered *atomic.Int32, cancel func(), log *slog.Logger) {
-	w := bufio.NewWriterSize(nc, 64<<10)
-	var enc []byte
+	var w *bufio.Writer
+	putWriter := func() {
+		if w != nil {
+			w.Reset(nil)
+			writerPool.Put(w)
+			w = nil
+		}
+	}
+	defer putWriter()
 	failed := false
 	for p := range in {
+		if w == nil {
+			w = writerPool.Get().(*bufio.Writer)
+			w.Reset(nc)
+		}
 		if p.finish != nil && w.Buffered() > 0 && !failed {
 			// This response may wait (a produce's sync): what is written
-			// before it goes out now, not after that wait. (From review.)
+			// before it goes out now, not after that wait.
 			if err := w.Flush(); err != nil {
 				failed = true
 				nc.Close()
 			}
 		}
-		if !s.writeResponse(w, &enc, p, failed, log) {
+		if !s.writeResponse(w, p, failed, log) {
 			if !failed {
 				nc.Close() // the reader must not wait for more requests
 			}
@@ -463,15 +629,19 @@ func (s *Server) writeResponses(nc net.Conn, in <-chan pending, unanswered *atom
 			cancel()
 			log.Debug("cannot write response; closing")
 		}
+		if len(in) == 0 || failed {
+			putWriter()
+		}
 		unanswered.Add(-1)
 	}
 }
 
 // writeResponse completes p (a produce waits for its sync), encodes it into
-// *enc and writes it to w, unless an earlier write failed; false if this
-// write fails or finishing or encoding panics (a bug, logged and counted
-// like a handler's: the connection is closed, the process lives on).
-func (s *Server) writeResponse(w *bufio.Writer, enc *[]byte, p pending, failed bool, log *slog.Logger) (ok bool) {
+// a pooled buffer and writes it to w, unless an earlier write failed; false
+// if this write fails or finishing or encoding panics (a bug, logged and
+// counted like a handler's: the connection is closed, the process lives
+// on).
+func (s *Server) writeResponse(w *bufio.Writer, p pending, failed bool, log *slog.Logger) (ok bool) {
 	defer func() {
 		if v := recover(); v != nil {
 			s.m.panics.Inc()
@@ -486,51 +656,48 @@ func (s *Server) writeResponse(w *bufio.Writer, enc *[]byte, p pending, failed b
 	if p.resp == nil || failed {
 		return true
 	}
-	if need := p.size + 64<<10; cap(*enc) < need {
-		*enc = make([]byte, 0, need)
-	}
-	*enc = appendResponse((*enc)[:0], p.correlation, p.resp)
-	s.m.bytesOut.Add(float64(len(*enc)))
+	// The buffer comes from the pool shared by all connections: a
+	// consumer's large fetches reuse one instead of growing a new one by
+	// doubling each time (the garbage drove a GC cycle per fetch in
+	// bench/peers, 4 partitions x 1 MiB), and no connection keeps one.
+	enc := appendResponse(getBuf(p.size+64<<10), p.correlation, p.resp)
+	defer putBuf(enc)
+	s.m.bytesOut.Add(float64(len(enc)))
 	// A large response goes straight to the socket, not through the bufio
 	// buffer (Write does that by itself once the buffer is empty).
-	_, err := w.Write(*enc)
-	// The buffer is kept for the connection's next response (a consumer's
-	// fetches are alike): dropping it made every large fetch allocate and
-	// grow it anew, and the garbage drove a GC cycle per fetch
-	// (bench/peers, 4 partitions x 1 MiB). Only an outsized one is let go.
-	if cap(*enc) > maxKeptResponse {
-		*enc = nil
-	}
+	_, err := w.Write(enc)
 	return err == nil
 }
 
-// awaitRequest waits, at most idle, for the first byte of the next request
-// (Kafka's connections.max.idle.ms), starting again while responses are
-// pending. The deadline it sets also bounds the rest of that request's
-// frame: a client that stalls halfway through one is as good as gone.
-func awaitRequest(nc net.Conn, r *bufio.Reader, idle time.Duration, unanswered *atomic.Int32) error {
-	if idle < 0 {
-		return nil
-	}
-	if r.Buffered() > 0 {
-		// Pipelined: the request has begun already; one deadline for it.
-		return nc.SetReadDeadline(time.Now().Add(idle))
-	}
-	for {
-		if err := nc.SetReadDeadline(time.Now().Add(idle)); err != nil {
-			return err
-		}
-		_, err := r.Peek(1)
-		if err == nil {
-			// The request has begun: its frame gets a whole idle period
-			// from here, not what was left of the wait for it. (From
-			// review: a frame arriving in two parts was cut off.)
-			return nc.SetReadDeadline(time.Now().Add(idle))
-		}
-		if !errors.Is(err, os.ErrDeadlineExceeded) || unanswered.Load() == 0 {
-			return err
+// awaitRequest waits, at most IdleTimeout (Kafka's connections.max.idle.ms),
+// for the first byte of the next request, starting again while responses
+// are pending; then it gives the rest of that request's frame
+// RequestTimeout to arrive. A client that stalls halfway through a request,
+// or sends it a byte at a time, is as good as gone.
+func (s *Server) awaitRequest(nc net.Conn, r *connReader, unanswered *atomic.Int32) error {
+	if r.buffered() == 0 {
+		for {
+			var idle time.Time
+			if s.opts.IdleTimeout >= 0 {
+				idle = time.Now().Add(s.opts.IdleTimeout)
+			}
+			if err := nc.SetReadDeadline(idle); err != nil {
+				return err
+			}
+			err := r.awaitByte()
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, os.ErrDeadlineExceeded) || unanswered.Load() == 0 {
+				return err
+			}
 		}
 	}
+	var frame time.Time
+	if s.opts.RequestTimeout > 0 {
+		frame = time.Now().Add(s.opts.RequestTimeout)
+	}
+	return nc.SetReadDeadline(frame)
 }
 
 // handleSafely is handle, with a panic (a bug) confined to its
@@ -621,6 +788,23 @@ func (s *Server) code(key kmsg.Key, err error) int16 {
 	c := errCode(err)
 	if c != 0 {
 		s.m.errors.WithLabelValues(key.Name(), strconv.Itoa(int(c))).Inc()
+		s.logServerError(key, c, err)
 	}
 	return c
+}
+
+// logServerError logs, rate-limited, the errors that are the server's
+// (storage, an unexpected failure) or a limit the operator sets (producers
+// per partition): a client is told the code, the operator must learn it
+// too, without a line per request while a disk stays full.
+func (s *Server) logServerError(key kmsg.Key, c int16, err error) {
+	lim := &s.serverErrLog[int(key)%len(s.serverErrLog)]
+	switch {
+	case c == errcode.KafkaStorageError:
+		lim.log(s.log, slog.LevelError, "storage error", "api", key.Name(), "err", err)
+	case c == errcode.UnknownServerError:
+		lim.log(s.log, slog.LevelError, "request failed on the server", "api", key.Name(), "err", err)
+	case errors.Is(err, pidtable.ErrTooManyProducers):
+		s.producerLimitLog.log(s.log, slog.LevelWarn, "partition refuses new producers", "err", err)
+	}
 }

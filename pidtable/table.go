@@ -12,10 +12,16 @@ import (
 
 // ErrTooManyProducers is returned by Acquire when a new producer would take
 // the table past Options.MaxEntries. Kafka has no limit of this kind, so no
-// Kafka error code names it (kafka-log-semantics.md §5): it carries
-// UNKNOWN_SERVER_ERROR (-1), Kafka's code for a broker-side failure that
-// has no code of its own. Java clients do not retry it: the batch fails.
-var ErrTooManyProducers = errcode.New(errcode.UnknownServerError, "pidtable: too many producers in the partition")
+// Kafka error code names it. It carries THROTTLING_QUOTA_EXCEEDED (89), the
+// code of a broker limit that frees with time (KIP-599; KIP-936 proposes a
+// quota on new producer ids, the same refusal): clients retry it (Java's
+// ThrottlingQuotaExceededException and franz-go's kerr mark it retriable),
+// and a retried batch keeps its sequence, so an idempotent producer goes on
+// without a gap once room frees, or fails after its delivery timeout.
+// UNKNOWN_SERVER_ERROR told the client nothing; a non-retriable code
+// (POLICY_VIOLATION) would fail every batch at once although the refusal
+// ends by itself.
+var ErrTooManyProducers = errcode.New(errcode.ThrottlingQuotaExceeded, "pidtable: too many producers in the partition")
 
 // ErrInvalidPID is returned by Acquire for a negative producer id: Kafka's
 // batches without a producer carry -1 and must not reach the table.

@@ -128,7 +128,7 @@ func TestMaxEntries(t *testing.T) {
 		tb.Release(e)
 	}
 	_, _, err := tb.Acquire(3)
-	if !errors.Is(err, ErrTooManyProducers) || errcode.Code(err) != errcode.UnknownServerError {
+	if !errors.Is(err, ErrTooManyProducers) || errcode.Code(err) != errcode.ThrottlingQuotaExceeded {
 		t.Fatalf("4th producer: %v (code %d)", err, errcode.Code(err))
 	}
 	if tb.Len() != 3 || tb.Lookup(3) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -49,6 +50,13 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	autoCreate := fs.Bool("auto-create", true, "create topics that clients ask metadata about (Kafka's auto.create.topics.enable)")
 	partitions := fs.Int("partitions", 1, "`N` partitions of auto-created topics")
 	logLevel := fs.String("log-level", "info", "`LEVEL`: debug, info, warn or error")
+	maxConns := fs.Int("max-connections", 0, "serve at most `N` connections at once, accepting more as they close (Kafka's max.connections; 0: half the open-file limit, -1: no cap)")
+	maxConnsPerIP := fs.Int("max-connections-per-ip", 0, "close a client address's connections beyond `N` (Kafka's max.connections.per.ip; 0: no cap)")
+	idleMs := fs.Int64("connections-max-idle-ms", 600000, "close a connection idle for `MS` milliseconds (Kafka's connections.max.idle.ms; -1: never)")
+	requestMaxBytes := fs.Int("socket-request-max-bytes", 100<<20, "refuse request frames over `N` bytes (Kafka's socket.request.max.bytes)")
+	requestTimeoutMs := fs.Int64("request-timeout-ms", 30000, "give a request `MS` milliseconds to arrive once begun, and park a fetch at most that long (-1: no bound)")
+	maxProducers := fs.Int("max-producers-per-partition", 100000, "refuse new idempotent producers in a partition holding state for `N` (THROTTLING_QUOTA_EXCEEDED until some expire)")
+	producerExpiryMs := fs.Int64("producer-id-expiration-ms", 86400000, "drop a producer's state after `MS` milliseconds without a write (Kafka's producer.id.expiration.ms)")
 	showUsage := func(w io.Writer) {
 		fmt.Fprint(w, serveSynopsis, serveAbout, "\nFlags:\n")
 		printFlags(w, fs)
@@ -76,6 +84,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	// and leaves no data dir behind. (From review.)
 	if err == nil && *partitions < 1 {
 		err = fmt.Errorf("--partitions %d: want at least 1", *partitions)
+	}
+	if err == nil {
+		err = checkServeLimits(*maxConns, *maxConnsPerIP, *idleMs, *requestMaxBytes, *requestTimeoutMs, *maxProducers, *producerExpiryMs)
 	}
 	if err == nil && *advertise != "" {
 		if _, port, perr := net.SplitHostPort(*advertise); perr != nil {
@@ -107,7 +118,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		stop()
 	}()
 	if err := serve(ctx, serveConfig{listen: *listen, dir: *dir, sync: sync, advertise: *advertise,
-		metrics: *metricsAddr, autoCreate: *autoCreate, partitions: *partitions}, stdout, log); err != nil {
+		metrics: *metricsAddr, autoCreate: *autoCreate, partitions: *partitions,
+		maxConns: *maxConns, maxConnsPerIP: *maxConnsPerIP, idle: msDuration(*idleMs),
+		requestMaxBytes: *requestMaxBytes, requestTimeout: msDuration(*requestTimeoutMs),
+		maxProducers: *maxProducers, producerExpiry: msDuration(*producerExpiryMs)}, stdout, log); err != nil {
 		log.Error("serve failed", "err", err)
 		return exitFail
 	}
@@ -119,6 +133,39 @@ type serveConfig struct {
 	sync                            partition.SyncPolicy
 	autoCreate                      bool
 	partitions                      int
+	// Limits; zero values take the kafka and engine defaults.
+	maxConns, maxConnsPerIP, requestMaxBytes, maxProducers int
+	idle, requestTimeout, producerExpiry                   time.Duration
+}
+
+// checkServeLimits checks the limit flags before anything is opened.
+func checkServeLimits(maxConns, maxConnsPerIP int, idleMs int64, requestMaxBytes int, requestTimeoutMs int64, maxProducers int, producerExpiryMs int64) error {
+	switch {
+	case maxConns < -1:
+		return fmt.Errorf("--max-connections %d: want -1 (no cap), 0 (default) or more", maxConns)
+	case maxConnsPerIP < 0:
+		return fmt.Errorf("--max-connections-per-ip %d: want 0 (no cap) or more", maxConnsPerIP)
+	case idleMs == 0 || idleMs < -1:
+		return fmt.Errorf("--connections-max-idle-ms %d: want -1 (never) or at least 1", idleMs)
+	case requestMaxBytes < 64 || int64(requestMaxBytes) > math.MaxInt32:
+		return fmt.Errorf("--socket-request-max-bytes %d: want 64 to %d", requestMaxBytes, math.MaxInt32)
+	case requestTimeoutMs == 0 || requestTimeoutMs < -1:
+		return fmt.Errorf("--request-timeout-ms %d: want -1 (no bound) or at least 1", requestTimeoutMs)
+	case maxProducers < 1:
+		return fmt.Errorf("--max-producers-per-partition %d: want at least 1", maxProducers)
+	case producerExpiryMs < 1:
+		return fmt.Errorf("--producer-id-expiration-ms %d: want at least 1", producerExpiryMs)
+	}
+	return nil
+}
+
+// msDuration is a milliseconds flag as a duration; -1 stays negative
+// ("never", "no bound").
+func msDuration(ms int64) time.Duration {
+	if ms < 0 {
+		return -1
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // serve runs until ctx is done (a signal, for the command) or the
@@ -148,7 +195,8 @@ func serve(ctx context.Context, c serveConfig, stdout io.Writer, log *slog.Logge
 	// watermark moves after the sync), as a Kafka consumer sees only what
 	// is replicated: nothing a consumer read can vanish in a crash.
 	e, err := engine.Open(c.dir, engine.Options{Partition: partition.Options{Sync: c.sync,
-		DurableVisibility: c.sync.Kind == partition.SyncAlways}})
+		DurableVisibility: c.sync.Kind == partition.SyncAlways},
+		MaxProducersPerPartition: c.maxProducers, ProducerIDExpiration: c.producerExpiry})
 	if err != nil {
 		closeListeners()
 		return err
@@ -156,7 +204,9 @@ func serve(ctx context.Context, c serveConfig, stdout io.Writer, log *slog.Logge
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := kafka.New(e, kafka.Options{Advertise: c.advertise, AutoCreateTopics: c.autoCreate,
-		DefaultPartitions: c.partitions, Logger: log, Registerer: reg})
+		DefaultPartitions: c.partitions, Logger: log, Registerer: reg,
+		MaxConnections: c.maxConns, MaxConnectionsPerIP: c.maxConnsPerIP, IdleTimeout: c.idle,
+		MaxFrameSize: c.requestMaxBytes, RequestTimeout: c.requestTimeout})
 	if err != nil {
 		closeListeners()
 		e.Close()

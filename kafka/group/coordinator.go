@@ -18,6 +18,11 @@ type Options struct {
 	// group.max.session.timeout.ms); defaults 6s and 30m. Min must not
 	// exceed Max, or every join fails with INVALID_SESSION_TIMEOUT.
 	MinSessionTimeout, MaxSessionTimeout time.Duration
+	// MaxRebalanceTimeout caps a member's rebalance timeout, the longest
+	// a join phase waits for the members to rejoin (and a JoinGroup
+	// parks): a client's 2^31-1 ms would hold the group and every parked
+	// join for 24.8 days. Default 30 minutes, as MaxSessionTimeout's.
+	MaxRebalanceTimeout time.Duration
 	// InitialRebalanceDelay holds the first rebalance of an Empty group
 	// open for more members (group.initial.rebalance.delay.ms, 3s in
 	// Kafka). Default 0: a single node has no cluster start-up to wait
@@ -57,6 +62,9 @@ func New(opts Options) *Coordinator {
 	}
 	if opts.MaxSessionTimeout <= 0 {
 		opts.MaxSessionTimeout = defaultMaxSessionTimeout
+	}
+	if opts.MaxRebalanceTimeout <= 0 {
+		opts.MaxRebalanceTimeout = defaultMaxSessionTimeout
 	}
 	if opts.InitialRebalanceDelay < 0 {
 		opts.InitialRebalanceDelay = 0

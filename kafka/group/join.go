@@ -78,6 +78,7 @@ func (c *Coordinator) JoinGroup(ctx context.Context, req *kmsg.JoinGroupRequest)
 	if jr.session < c.opts.MinSessionTimeout || jr.session > c.opts.MaxSessionTimeout {
 		return fail(req.MemberID, ErrInvalidSessionTimeout)
 	}
+	jr.rebalance = min(jr.rebalance, c.opts.MaxRebalanceTimeout)
 	// A group is created only by a join that can succeed on it, so a
 	// rejected first join leaves nothing behind.
 	create := req.MemberID == "" && jr.protocolType != "" && len(jr.protocols) > 0
