@@ -1,0 +1,157 @@
+package engine
+
+import "slices"
+
+// producerTxn returns pid's epoch in p (-1 if p has never seen it) and
+// whether pid has a transaction open there.
+func (p *Partition) producerTxn(pid int64) (epoch int16, open bool, err error) {
+	ent, created, err := p.producers.Acquire(pid)
+	if err != nil {
+		return -1, false, err
+	}
+	st := ent.State()
+	epoch = -1
+	if st.EpochPlus1 != 0 {
+		epoch = st.Epoch()
+	}
+	open = st.TxnFirstOffset() >= 0
+	if created {
+		p.producers.Remove(ent)
+	} else {
+		p.producers.Release(ent)
+	}
+	return epoch, open, nil
+}
+
+// markerSettled reports whether p needs no marker at epoch for pid's
+// decided transaction: p already holds that marker or has moved past it.
+//
+// A partition's epoch for pid only rises through what follows a decision:
+// the decision's own markers, then the data and markers of later
+// transactions, which begin only once every marker of this one was
+// written. So an epoch above the marker's means the partition went on
+// after it (the marker was written there, or a later fence superseded
+// it), and a marker at epoch would be refused ("epoch below"). With
+// transaction version 2 (strict markers) the data of the decided
+// transaction carries the epoch before the bump and its markers the bumped
+// one, so a transaction open at the marker's epoch is the next one's,
+// begun after this marker was written. Rewriting the marker there would be
+// refused too ("epoch not bumped"), and accepting it would end the next
+// transaction with this one's decision.
+//
+// Recovery meets both after a machine crash lost the completion record of
+// a transaction (and the records after it) while the partitions kept the
+// markers and later batches: without this test the decided transaction
+// could never complete, and its id answered CONCURRENT_TRANSACTIONS for
+// ever.
+func markerSettled(p *Partition, pid int64, epoch int16, strict bool) (bool, error) {
+	stored, open, err := p.producerTxn(pid)
+	if err != nil {
+		return false, err
+	}
+	return stored > epoch || (strict && stored == epoch && open), nil
+}
+
+// producerSpan is what the partitions hold of one producer id: its highest
+// epoch and the partitions where it has a transaction open.
+type producerSpan struct {
+	maxEpoch int16
+	open     []TopicPartitionRef
+}
+
+// spanOf collects pid's producerSpan over every partition but the
+// coordinator's own log.
+func (c *Coordinator) spanOf(pid int64) (producerSpan, error) {
+	s := producerSpan{maxEpoch: -1}
+	for _, p := range c.e.Partitions() {
+		if p == c.log {
+			continue
+		}
+		epoch, open, err := p.producerTxn(pid)
+		if err != nil {
+			return s, err
+		}
+		s.maxEpoch = max(s.maxEpoch, epoch)
+		if open {
+			s.open = append(s.open, TopicPartitionRef{Topic: p.topic, Partition: int32(p.index)})
+		}
+	}
+	return s, nil
+}
+
+// reconcile brings each transactional id's state, as the state log kept
+// it, up to what the partitions hold (at open, after the decided
+// transactions were completed, under mu). The log may have lost its
+// unsynced tail in a machine crash while the partitions kept later
+// batches and markers: under SyncAlways only records that nothing
+// acknowledged depends on (docs/ARCHITECTURE.md, "Transactions across a
+// power cut"); under the other policies any tail the last sync did not
+// cover.
+//
+//   - An Ongoing transaction with data in a partition its record does not
+//     list (a lost AddPartitions record), or whose producer id the
+//     partitions know at a higher epoch, cannot be committed as recorded:
+//     its commit would skip partitions. It is aborted with a fence, over
+//     every partition where it is open, at an epoch above all of them.
+//   - An id at rest (Empty, CompleteCommit, CompleteAbort) whose producer
+//     id the partitions know at a higher epoch takes that epoch, durably,
+//     so that the next InitProducerID hands out one above it: otherwise the
+//     new instance's batches were refused as fenced (epoch below the
+//     partition's) until it had re-initialised as often as records were
+//     lost.
+//
+// A decided transaction whose completion failed is left to its retries.
+// What is left open after this is the orphan sweep's.
+func (c *Coordinator) reconcile() {
+	for _, id := range c.sortedIDs() {
+		m := c.txns[id]
+		if m.state == TxnPrepareCommit || m.state == TxnPrepareAbort {
+			continue
+		}
+		span, err := c.spanOf(m.pid)
+		if err != nil {
+			continue // a full producer table: AbortTimedOut's orphan retries end what stays open
+		}
+		switch m.state {
+		case TxnOngoing:
+			next := *m
+			next.partitions = append([]TopicPartitionRef(nil), m.partitions...)
+			unlisted := false
+			for _, tp := range span.open {
+				if !containsTP(next.partitions, tp) {
+					next.partitions = append(next.partitions, tp)
+					unlisted = true
+				}
+			}
+			if !unlisted && span.maxEpoch <= m.epoch {
+				continue // consistent: its producer may still end it
+			}
+			next.epoch = max(m.epoch, span.maxEpoch)
+			c.txns[id] = &next
+			// A failure leaves it decided (stuckDecided) or, if the
+			// decision was not written, Ongoing at the raised epoch with
+			// every partition listed, for a fence or timeout to end.
+			_ = c.endLocked(&next, false, true, next.tv2)
+		case TxnEmpty, TxnCompleteCommit, TxnCompleteAbort:
+			if span.maxEpoch <= m.epoch {
+				continue
+			}
+			next := *m
+			next.epoch, next.lastEpoch = span.maxEpoch, -1
+			if c.persist(&next, true) == nil {
+				c.txns[id] = &next
+			}
+		}
+	}
+}
+
+// sortedIDs returns the transactional ids in a fixed order, so that
+// recovery writes its records in the same order on every run.
+func (c *Coordinator) sortedIDs() []string {
+	ids := make([]string, 0, len(c.txns))
+	for id := range c.txns {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
