@@ -226,6 +226,12 @@ func Open(dir string, opts Options) (*Engine, error) {
 			return nil, fmt.Errorf("cannot recover the transaction coordinator: %w", err)
 		}
 	}
+	// A topic deletion cut short is finished before anything can commit
+	// offsets or create topics (DeleteTopic).
+	if err := e.finishDeletions(); err != nil {
+		e.Close()
+		return nil, err
+	}
 	if e.opts.MaintainInterval > 0 {
 		e.stopMaintain, e.maintainDone = make(chan struct{}), make(chan struct{})
 		go e.maintain()
