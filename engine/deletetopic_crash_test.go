@@ -161,3 +161,41 @@ func TestDeleteTopicCrashChild(t *testing.T) {
 	fmt.Println("at returned")
 	time.Sleep(time.Hour)
 }
+
+// TestDeleteTopicPowerCut: under "never" the tombstones of a deleted
+// topic's offsets are synced before its directories are renamed. Left to
+// the policy, a power cut kept the renames (the data dir is synced) and
+// lost the tombstones, and the topic created again found the old offsets.
+func TestDeleteTopicPowerCut(t *testing.T) {
+	dir := t.TempDir()
+	opts := powerLossOptions(t, "never")
+	e := openEngine(t, dir, opts)
+	for topic, n := range map[string]int{"t": 2, "u": 1} {
+		if err := e.CreateTopic(topic, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, g := range []string{"g1", "g2"} {
+		if err := e.CommitOffsets(g, deleteCrashOffsets); err != nil {
+			t.Fatal(err)
+		}
+		p, err := e.Partition(ConsumerOffsetsTopic, GroupPartition(g))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Log().Flush(); err != nil { // the commits are durable
+			t.Fatal(err)
+		}
+	}
+	if err := e.DeleteTopic("t"); err != nil {
+		t.Fatal(err)
+	}
+	cutPower(t, e)
+	e = openEngine(t, dir, opts)
+	defer e.Close()
+	checkDeletedTopicOffsets(t, e, "after the power cut")
+	if err := e.CreateTopic("t", 2); err != nil {
+		t.Fatal(err)
+	}
+	checkDeletedTopicOffsets(t, e, "after the topic was created again")
+}
