@@ -100,11 +100,11 @@ func openCoordinator(e *Engine) (*Coordinator, error) {
 	// complete (stuckDecided): it must not keep the coordinator, and every
 	// other transaction, from opening.
 	//
-	// Then the state log is reconciled with the partitions (reconcile),
-	// for what a machine crash took from its tail, and the orphans are
-	// swept: after that every id can be initialised again, and every open
-	// transaction is one an Ongoing record lists, which its producer, a
-	// fence or its timeout ends.
+	// Then the state log is reconciled with the partitions, for what a
+	// machine crash took from its tail (fenceUnlisted, the sweep,
+	// raiseToPartitions): after that every id can be initialised again,
+	// and every open transaction is one an Ongoing record lists, which its
+	// producer, a fence or its timeout ends.
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, id := range c.sortedIDs() {
@@ -112,12 +112,13 @@ func openCoordinator(e *Engine) (*Coordinator, error) {
 			_ = c.complete(m)
 		}
 	}
-	c.reconcile()
+	c.fenceUnlisted()
 	// A marker the sweep cannot write now (a full producer table, a
 	// segment too small for it) leaves that orphan for AbortTimedOut to
 	// retry: it must not keep the coordinator, or the engine (Open), from
 	// opening.
 	c.sweepOrphans()
+	c.raiseToPartitions()
 	return c, nil
 }
 

@@ -79,68 +79,74 @@ func (c *Coordinator) spanOf(pid int64) (producerSpan, error) {
 	return s, nil
 }
 
-// reconcile brings each transactional id's state, as the state log kept
-// it, up to what the partitions hold (at open, after the decided
-// transactions were completed, under mu). The log may have lost its
-// unsynced tail in a machine crash while the partitions kept later
-// batches and markers: under SyncAlways only records that nothing
-// acknowledged depends on (docs/ARCHITECTURE.md, "Transactions across a
-// power cut"); under the other policies any tail the last sync did not
-// cover.
-//
-//   - An Ongoing transaction with data in a partition its record does not
-//     list (a lost AddPartitions record), or whose producer id the
-//     partitions know at a higher epoch, cannot be committed as recorded:
-//     its commit would skip partitions. It is aborted with a fence, over
-//     every partition where it is open, at an epoch above all of them.
-//   - An id at rest (Empty, CompleteCommit, CompleteAbort) whose producer
-//     id the partitions know at a higher epoch takes that epoch, durably,
-//     so that the next InitProducerID hands out one above it: otherwise the
-//     new instance's batches were refused as fenced (epoch below the
-//     partition's) until it had re-initialised as often as records were
-//     lost.
-//
-// A decided transaction whose completion failed is left to its retries.
-// What is left open after this is the orphan sweep's.
-func (c *Coordinator) reconcile() {
+// The state log may have lost its unsynced tail in a machine crash while
+// the partitions kept later batches and markers: under SyncAlways only
+// records that nothing acknowledged depends on (docs/ARCHITECTURE.md,
+// "Transactions across a power cut"); under the other policies any tail
+// the last sync did not cover. Recovery brings each id's state up to what
+// the partitions hold, in two steps around the orphan sweep (under mu).
+
+// fenceUnlisted aborts, with a fence, every Ongoing transaction that
+// cannot be committed as recorded: one with batches in a partition its
+// record does not list (a lost AddPartitions record: its commit would
+// skip that partition), or whose producer id the partitions know at a
+// higher epoch (its end, or later ones, were lost). The abort covers every
+// partition where it is open, at an epoch above all of them. A consistent
+// Ongoing transaction is left to its producer, a fence or its timeout.
+func (c *Coordinator) fenceUnlisted() {
 	for _, id := range c.sortedIDs() {
 		m := c.txns[id]
-		if m.state == TxnPrepareCommit || m.state == TxnPrepareAbort {
+		if m.state != TxnOngoing {
 			continue
 		}
 		span, err := c.spanOf(m.pid)
 		if err != nil {
-			continue // a full producer table: AbortTimedOut's orphan retries end what stays open
+			continue // a full producer table: the sweep's retries end what stays open
 		}
+		next := *m
+		next.partitions = append([]TopicPartitionRef(nil), m.partitions...)
+		unlisted := false
+		for _, tp := range span.open {
+			if !containsTP(next.partitions, tp) {
+				next.partitions = append(next.partitions, tp)
+				unlisted = true
+			}
+		}
+		if !unlisted && span.maxEpoch <= m.epoch {
+			continue
+		}
+		next.epoch = max(m.epoch, span.maxEpoch)
+		c.txns[id] = &next
+		// A failure leaves it decided (stuckDecided, retried) or, if the
+		// decision was not written, Ongoing at the raised epoch with every
+		// partition listed, for a fence or its timeout to end.
+		_ = c.endLocked(&next, false, true, next.tv2)
+	}
+}
+
+// raiseToPartitions gives an id at rest (Empty, CompleteCommit,
+// CompleteAbort) whose producer id the partitions know at a higher epoch
+// that epoch, durably, so that the next InitProducerID hands out one above
+// it: otherwise the new instance's batches were refused as fenced (epoch
+// below the partition's) until it had been initialised as often as
+// records were lost. It runs after the orphan sweep, which decides by the
+// recorded state (committedEpoch), not the raised one.
+func (c *Coordinator) raiseToPartitions() {
+	for _, id := range c.sortedIDs() {
+		m := c.txns[id]
 		switch m.state {
-		case TxnOngoing:
-			next := *m
-			next.partitions = append([]TopicPartitionRef(nil), m.partitions...)
-			unlisted := false
-			for _, tp := range span.open {
-				if !containsTP(next.partitions, tp) {
-					next.partitions = append(next.partitions, tp)
-					unlisted = true
-				}
-			}
-			if !unlisted && span.maxEpoch <= m.epoch {
-				continue // consistent: its producer may still end it
-			}
-			next.epoch = max(m.epoch, span.maxEpoch)
-			c.txns[id] = &next
-			// A failure leaves it decided (stuckDecided) or, if the
-			// decision was not written, Ongoing at the raised epoch with
-			// every partition listed, for a fence or timeout to end.
-			_ = c.endLocked(&next, false, true, next.tv2)
 		case TxnEmpty, TxnCompleteCommit, TxnCompleteAbort:
-			if span.maxEpoch <= m.epoch {
-				continue
-			}
-			next := *m
-			next.epoch, next.lastEpoch = span.maxEpoch, -1
-			if c.persist(&next, true) == nil {
-				c.txns[id] = &next
-			}
+		default:
+			continue
+		}
+		span, err := c.spanOf(m.pid)
+		if err != nil || span.maxEpoch <= m.epoch {
+			continue
+		}
+		next := *m
+		next.epoch, next.lastEpoch = span.maxEpoch, -1
+		if c.persist(&next, true) == nil {
+			c.txns[id] = &next
 		}
 	}
 }
