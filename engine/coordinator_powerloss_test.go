@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -276,4 +277,69 @@ func TestPowerCutLosesAddedPartition(t *testing.T) {
 	}
 	p0, _ = e.Partition("out", 0)
 	reinitAndCommit(t, e, "split", p0, 'c', "c")
+}
+
+// TestPowerCutStateLogAtOngoing: under "never" a cut can leave the state
+// log at a transaction's Ongoing record while the partitions kept its
+// commit, a later commit, and a third transaction still open. Open in a
+// partition the stale record lists, the orphan sweep took it for the
+// recorded transaction and left it open, pinning that partition's last
+// stable offset until the id was fenced or timed out, though its producer
+// died in the cut. Recovery fences an Ongoing record the partitions have
+// moved past (they know the id at a higher epoch). Open in a partition the
+// record does not list, the transaction is fenced as in
+// TestPowerCutLosesAddedPartition.
+func TestPowerCutStateLogAtOngoing(t *testing.T) {
+	for _, openIn := range []int{1, 0} {
+		t.Run(fmt.Sprintf("open-in-out-%d", openIn), func(t *testing.T) {
+			dir := t.TempDir()
+			opts := powerLossOptions(t, "never")
+			e := openEngine(t, dir, opts)
+			if err := e.CreateTopic("out", 2); err != nil {
+				t.Fatal(err)
+			}
+			p0, _ := e.Partition("out", 0)
+			p1, _ := e.Partition("out", 1)
+			tp, err := e.NewTransactionalProducer("stale", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, _ := e.Coordinator()
+			if err := txnSend(t, tp, p0, 'a'); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.log.Log().Flush(); err != nil { // Ongoing [out-0] survives
+				t.Fatal(err)
+			}
+			if err := tp.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if err := txnSend(t, tp, p0, 'b'); err != nil {
+				t.Fatal(err)
+			}
+			if err := tp.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			open, _ := e.Partition("out", openIn)
+			if err := txnSend(t, tp, open, 'c'); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []*Partition{p0, p1} {
+				if err := p.Log().Flush(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cutPower(t, e)
+
+			e = openEngine(t, dir, opts)
+			defer e.Close()
+			stableEverywhere(t, e)
+			p0, _ = e.Partition("out", 0)
+			p1, _ = e.Partition("out", 1)
+			if got := string(readCommittedValues(t, p0)) + string(readCommittedValues(t, p1)); got != "ab" {
+				t.Fatalf("committed values %q, want %q", got, "ab")
+			}
+			reinitAndCommit(t, e, "stale", p1, 'd', "d")
+		})
+	}
 }

@@ -84,15 +84,19 @@ func (c *Coordinator) spanOf(pid int64) (producerSpan, error) {
 // records that nothing acknowledged depends on (docs/ARCHITECTURE.md,
 // "Transactions across a power cut"); under the other policies any tail
 // the last sync did not cover. Recovery brings each id's state up to what
-// the partitions hold, in two steps around the orphan sweep (under mu).
+// the partitions hold, in two steps, one before the orphan sweep and one
+// after it (under mu).
 
 // fenceUnlisted aborts, with a fence, every Ongoing transaction that
 // cannot be committed as recorded: one with batches in a partition its
 // record does not list (a lost AddPartitions record: its commit would
 // skip that partition), or whose producer id the partitions know at a
-// higher epoch (its end, or later ones, were lost). The abort covers every
-// partition where it is open, at an epoch above all of them. A consistent
-// Ongoing transaction is left to its producer, a fence or its timeout.
+// higher epoch (the record is stale: its end, and later ones, were lost,
+// and what is open is a later transaction). The abort covers every
+// partition where the producer id has a transaction open; where the
+// partition is past the fence's epoch, markerSettled skips it and the
+// orphan sweep that follows ends what is open there. A consistent Ongoing
+// transaction is left to its producer, a fence or its timeout.
 func (c *Coordinator) fenceUnlisted() {
 	for _, id := range c.sortedIDs() {
 		m := c.txns[id]
@@ -115,7 +119,6 @@ func (c *Coordinator) fenceUnlisted() {
 		if !unlisted && span.maxEpoch <= m.epoch {
 			continue
 		}
-		next.epoch = max(m.epoch, span.maxEpoch)
 		c.txns[id] = &next
 		// A failure leaves it decided (stuckDecided, retried) or, if the
 		// decision was not written, Ongoing at the raised epoch with every
