@@ -13,15 +13,16 @@ import (
 
 var powerCutSeeds = flag.Int("powercut.seeds", 12, "seeds of TestPowerCutTransactionsRandom")
 
-// TestPowerCutTransactionsRandom (-powercut.seeds=N for more) runs random transactions of two ids, one
+// TestPowerCutTransactionsRandom runs random transactions of two ids, one
 // through the TransactionalProducer (version 2), one through the
 // coordinator's version-1 calls, over three partitions, with the logs
 // synced at random moments (as rolls, the interval flusher or the OS sync
 // them under "never" and "interval"), then cuts the power (cutPower) and
 // reopens, twice per seed. After each cut every id must be initialised
-// again and commit, every partition's last stable offset must reach its
-// high watermark, and under "always" read_committed must show exactly the
+// again, every partition's last stable offset must then reach its high
+// watermark, and under "always" read_committed must show exactly the
 // values of the transactions whose commit returned, in the order sent.
+// -powercut.seeds=N runs more seeds.
 func TestPowerCutTransactionsRandom(t *testing.T) {
 	seeds := *powerCutSeeds
 	if testing.Short() {
