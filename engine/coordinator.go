@@ -99,16 +99,26 @@ func openCoordinator(e *Engine) (*Coordinator, error) {
 	// decided, for a retry of its end, a new instance or AbortTimedOut to
 	// complete (stuckDecided): it must not keep the coordinator, and every
 	// other transaction, from opening.
-	for _, m := range c.txns {
-		if m.state == TxnPrepareCommit || m.state == TxnPrepareAbort {
+	//
+	// Then the state log is reconciled with the partitions, for what a
+	// machine crash took from its tail (fenceUnlisted, the sweep,
+	// raiseToPartitions): after that every id can be initialised again,
+	// and every open transaction is one an Ongoing record lists, which its
+	// producer, a fence or its timeout ends.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range c.sortedIDs() {
+		if m := c.txns[id]; m.state == TxnPrepareCommit || m.state == TxnPrepareAbort {
 			_ = c.complete(m)
 		}
 	}
+	c.fenceUnlisted()
 	// A marker the sweep cannot write now (a full producer table, a
 	// segment too small for it) leaves that orphan for AbortTimedOut to
 	// retry: it must not keep the coordinator, or the engine (Open), from
-	// opening. (From review: it kept the whole engine from opening.)
+	// opening.
 	c.sweepOrphans()
+	c.raiseToPartitions()
 	return c, nil
 }
 
@@ -495,11 +505,27 @@ func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []T
 		next.tv2 = tv2
 	}
 	next.state = TxnOngoing
-	if err := c.persist(&next, false); err != nil {
+	if err := c.persist(&next, beginsAfterUnbumpedEnd(m) && c.log.Log().MustWait()); err != nil {
 		return err
 	}
 	c.txns[id] = &next
 	return nil
+}
+
+// beginsAfterUnbumpedEnd reports whether a transaction that begins on m
+// follows a completed transaction whose markers did not bump the epoch
+// (version 1): its batches then carry the epoch of those markers, and
+// nothing in a partition tells the previous transaction's marker from a
+// rewrite of it. Under SyncAlways its Ongoing record (and so the
+// completion record before it in the log) is made durable before any of
+// its batches is written: a machine crash can then never leave the state
+// log at the previous transaction's decision while a partition holds the
+// new transaction's batches, where recovery, rewriting the decided marker,
+// would end the new transaction with the old one's decision (commit data
+// no one committed). With version 2 the bumped epoch tells them apart
+// (markerSettled), and the record need not wait.
+func beginsAfterUnbumpedEnd(m *txnMeta) bool {
+	return (m.state == TxnCompleteCommit || m.state == TxnCompleteAbort) && !m.tv2
 }
 
 func containsTP(tps []TopicPartitionRef, tp TopicPartitionRef) bool {
@@ -805,6 +831,12 @@ func (c *Coordinator) complete(m *txnMeta) error {
 		p, err := c.e.Partition(tp.Topic, int(tp.Partition))
 		if err != nil {
 			continue // deleted since: Kafka drops such markers
+		}
+		if settled, err := markerSettled(p, m.pid, m.epoch, m.tv2); err != nil {
+			WaitAll(waits)
+			return fmt.Errorf("cannot complete transaction %q: %w", m.id, err)
+		} else if settled {
+			continue
 		}
 		res, wait, err := p.writeMarker(producer.Marker{ProducerID: m.pid, Epoch: m.epoch, Commit: commit, Strict: m.tv2})
 		if err != nil {

@@ -145,7 +145,11 @@ var ErrClosed = errors.New("engine closed")
 // there, recovering any that was not closed cleanly.
 func Open(dir string, opts Options) (*Engine, error) {
 	opts = opts.withDefaults()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// The data dir's entry, and that of every directory made for it, is
+	// durable before anything in it is acknowledged: a machine crash after
+	// its creation otherwise lost the whole dir, its producer-id block
+	// included, and the next run handed out producer ids again.
+	if err := fsutil.MkdirAllDurable(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create data dir: %w", err)
 	}
 	lock, err := lockDir(dir)
@@ -224,6 +228,12 @@ func Open(dir string, opts Options) (*Engine, error) {
 			e.Close()
 			return nil, fmt.Errorf("cannot recover the transaction coordinator: %w", err)
 		}
+	}
+	// A topic deletion cut short is finished before anything can commit
+	// offsets or create topics (DeleteTopic).
+	if err := e.finishDeletions(); err != nil {
+		e.Close()
+		return nil, err
 	}
 	if e.opts.MaintainInterval > 0 {
 		e.stopMaintain, e.maintainDone = make(chan struct{}), make(chan struct{})

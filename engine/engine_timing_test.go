@@ -546,6 +546,64 @@ func BenchmarkCommitLatency(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-us")
 }
 
+// BenchmarkTransactionLatencyV1: a version-1 transaction as a Kafka
+// client of that version runs it (AddPartitions of 4 partitions, one
+// batch to each, EndTxn commit) under SyncAlways; reports the whole
+// transaction's p50 and p99, since the first AddPartitions after a
+// version-1 end waits for the state log's sync.
+func BenchmarkTransactionLatencyV1(b *testing.B) {
+	e, err := Open(b.TempDir(), Options{Partition: partition.Options{Sync: partition.SyncPolicy{Kind: partition.SyncAlways}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	e.CreateTopic("tx", 4)
+	var parts [4]*Partition
+	refs := make([]TopicPartitionRef, 4)
+	for i := range parts {
+		parts[i], _ = e.Partition("tx", i)
+		refs[i] = TopicPartitionRef{Topic: "tx", Partition: int32(i)}
+	}
+	c, err := e.Coordinator()
+	if err != nil {
+		b.Fatal(err)
+	}
+	pid, epoch, err := c.InitProducerID("lat1", time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bld := batch.NewBuilder(batch.CodecNone)
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		t0 := time.Now()
+		if err := c.AddPartitions("lat1", pid, epoch, refs, false); err != nil {
+			b.Fatal(err)
+		}
+		for _, p := range parts {
+			bld.Reset(batch.CodecNone)
+			bld.SetProducer(pid, epoch, int32(i))
+			bld.SetTransactional(true)
+			bld.Append(t0.UnixMilli(), nil, []byte("v"), nil)
+			v, err := bld.Build()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := p.Append(v); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, _, err := c.EndTxn("lat1", pid, epoch, true); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-us")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-us")
+}
+
 // BenchmarkTransactionalParallel: 4 producers, each with its own
 // transactional id and partition, commit every 100 batches of 100 B; the
 // same 4 producers' idempotent throughput (same engine, other topic) is

@@ -679,13 +679,15 @@ func (e *Engine) DeleteGroupOffsets(group string) (had bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	return op.tombstone(e, group, nil)
+	return op.tombstone(e, group, nil, false)
 }
 
 // tombstone deletes group's committed offsets of the partitions match
 // accepts (nil: all), as DeleteGroupOffsets describes; had reports whether
-// there were any.
-func (op *offsetsPartition) tombstone(e *Engine, group string, match func(TopicPartition) bool) (had bool, err error) {
+// there were any. With durable the tombstones are synced whatever the
+// partition's sync policy before they take effect (a topic's deletion
+// renames its directories only after them).
+func (op *offsetsPartition) tombstone(e *Engine, group string, match func(TopicPartition) bool, durable bool) (had bool, err error) {
 	// No commit of the partition is between its write and its
 	// registration while the tombstones are written and applied: commits
 	// written before them are in the map, later ones come after. Markers
@@ -725,6 +727,9 @@ func (op *offsetsPartition) tombstone(e *Engine, group string, match func(TopicP
 		return true, fmt.Errorf("cannot delete offsets of group %q: %w", group, err)
 	}
 	res, err := op.p.Append(b)
+	if err == nil && durable {
+		err = op.p.gone(op.p.log.WaitDurable(res.LastOffset + 1))
+	}
 	if err != nil {
 		return true, fmt.Errorf("cannot delete offsets of group %q: %w", group, err)
 	}
@@ -756,8 +761,9 @@ func (op *offsetsPartition) tombstone(e *Engine, group string, match func(TopicP
 
 // deleteTopic deletes every group's committed offsets of topic, as Kafka's
 // group coordinator does when a topic is deleted: a topic created again
-// under the name starts without them. Pending transactional offsets are
-// left alone (see DeleteGroupOffsets).
+// under the name starts without them. The tombstones are durable when it
+// returns, under every sync policy (DeleteTopic). Pending transactional
+// offsets are left alone (see DeleteGroupOffsets).
 func (s *offsetStore) deleteTopic(topic string) error {
 	var errs []error
 	for _, op := range s.parts {
@@ -779,7 +785,7 @@ func (s *offsetStore) deleteTopic(topic string) error {
 		op.commitMu.Unlock()
 		slices.Sort(groups)
 		for _, g := range groups {
-			if _, err := op.tombstone(s.e, g, func(tp TopicPartition) bool { return tp.Topic == topic }); err != nil {
+			if _, err := op.tombstone(s.e, g, func(tp TopicPartition) bool { return tp.Topic == topic }, true); err != nil {
 				errs = append(errs, err)
 			}
 		}

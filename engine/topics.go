@@ -281,6 +281,17 @@ const maxFileName = 255
 // Every group's committed offsets of the topic are deleted with it, as
 // Kafka's group coordinator deletes them (a tombstone each); transactional
 // ones still pending become current if their transaction commits.
+//
+// The deletion is atomic with respect to those offsets across a crash,
+// under every sync policy, in this order (each step durable before the
+// next): a deletion intent naming the topic and its id in the data dir,
+// the tombstones, the renames of the partition directories, the intent's
+// removal. A crash before the renames leaves the topic and the intent:
+// Open deletes the topic again, so no run after the crash sees the topic
+// without its offsets for longer than its Open; a crash after them leaves
+// the tombstones, so a topic created again under the name never finds the
+// old offsets. An error returned with the topic still listed leaves the
+// intent too: a retry, or the next Open, finishes the deletion.
 func (e *Engine) DeleteTopic(topic string) error {
 	if err := ValidateTopic(topic); err != nil {
 		return err
@@ -297,12 +308,23 @@ func (e *Engine) DeleteTopic(topic string) error {
 			return fmt.Errorf("cannot delete topic %q: %w", topic, err)
 		}
 	}
-	e.mu.Lock()
-	if e.closed.Load() {
-		e.mu.Unlock()
-		return ErrClosed
+	renamed, err := e.deleteTopicLocked(topic, offsets)
+	for _, dir := range renamed {
+		_ = os.RemoveAll(dir)
 	}
-	parts := maps.Clone(*e.parts.Load())
+	return err
+}
+
+// deleteTopicLocked is DeleteTopic's work under mu; it returns the renamed
+// directories, for the caller to remove without mu.
+func (e *Engine) deleteTopicLocked(topic string, offsets *offsetStore) ([]string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed.Load() {
+		return nil, ErrClosed
+	}
+	before, ids := e.parts.Load(), e.ids.Load()
+	parts := maps.Clone(*before)
 	var gone []*Partition
 	for key, p := range parts {
 		if p.topic == topic {
@@ -311,26 +333,108 @@ func (e *Engine) DeleteTopic(topic string) error {
 		}
 	}
 	if len(gone) == 0 {
-		e.mu.Unlock()
-		return fmt.Errorf("cannot delete topic %q: %w", topic, ErrUnknownTopicOrPartition)
+		return nil, fmt.Errorf("cannot delete topic %q: %w", topic, ErrUnknownTopicOrPartition)
 	}
 	sort.Slice(gone, func(i, j int) bool { return gone[i].index > gone[j].index })
+	intent := deletionIntentPath(e.dir, ids.byName[topic])
+	if err := writeDeletionIntent(intent, topic); err != nil {
+		return nil, fmt.Errorf("cannot delete topic %q: %w", topic, err)
+	}
+	deleteTopicStep("intent")
 	e.parts.Store(&parts)
-	e.ids.Store(e.ids.Load().without(topic))
-	renamed, err := e.retirePartitions(gone)
+	e.ids.Store(ids.without(topic))
 	if offsets != nil {
 		// Under mu, so that no creation of the topic anew, and no commit
 		// of its offsets, comes between the deletion and this. Commits
 		// take mu only before their partition's locks, never under them.
-		if oerr := offsets.deleteTopic(topic); oerr != nil {
-			err = errors.Join(err, fmt.Errorf("cannot delete committed offsets of topic %q: %w", topic, oerr))
+		if err := offsets.deleteTopic(topic); err != nil {
+			// The topic stays, with the intent: the tombstones written
+			// are durable, the rest are written by the retry or by Open.
+			e.parts.Store(before)
+			e.ids.Store(ids)
+			return nil, fmt.Errorf("cannot delete committed offsets of topic %q: %w", topic, err)
 		}
 	}
-	e.mu.Unlock()
-	for _, dir := range renamed {
-		_ = os.RemoveAll(dir)
+	deleteTopicStep("tombstones")
+	renamed, err := e.retirePartitions(gone)
+	deleteTopicStep("renames")
+	if err == nil {
+		err = removeDeletionIntent(e.dir, intent)
 	}
-	return err
+	return renamed, err
+}
+
+// deletionIntentPrefix starts the name of a deletion intent file in the
+// data dir: the prefix, then the topic id in hex; the topic's name inside.
+const deletionIntentPrefix = ".delete-topic-"
+
+func deletionIntentPath(dataDir string, id [16]byte) string {
+	return filepath.Join(dataDir, deletionIntentPrefix+hex.EncodeToString(id[:]))
+}
+
+// writeDeletionIntent writes the intent file at path, durably (its data
+// and its name).
+func writeDeletionIntent(path, topic string) error {
+	if err := fsutil.WriteFileAtomic(path, []byte(topic)); err != nil {
+		return err
+	}
+	return fsutil.SyncDir(filepath.Dir(path))
+}
+
+// removeDeletionIntent removes the intent at path, durably: an intent
+// brought back by a machine crash after a topic of the name was created
+// again would have the next Open delete it (if the ids matched, which
+// they do not; the removal is durable all the same).
+func removeDeletionIntent(dataDir, path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("cannot finish deletion: %w", err)
+	}
+	return fsutil.SyncDir(dataDir)
+}
+
+// finishDeletions completes, at Open, the deletions that a crash or an
+// error cut short: an intent whose topic is still there with the intent's
+// id is deleted again (DeleteTopic); any other intent is stale (the
+// renames were made, after the tombstones) and removed.
+func (e *Engine) finishDeletions() error {
+	entries, err := os.ReadDir(e.dir)
+	if err != nil {
+		return fmt.Errorf("cannot list data dir: %w", err)
+	}
+	for _, ent := range entries {
+		idHex, ok := strings.CutPrefix(ent.Name(), deletionIntentPrefix)
+		if !ok || ent.IsDir() {
+			continue
+		}
+		if strings.HasSuffix(idHex, ".tmp") { // an intent's write cut short
+			_ = os.Remove(filepath.Join(e.dir, ent.Name()))
+			continue
+		}
+		path := filepath.Join(e.dir, ent.Name())
+		name, rerr := fsutil.ReadFileMax(path, maxFileName)
+		var id [16]byte
+		if n, derr := hex.Decode(id[:], []byte(idHex)); rerr == nil && derr == nil && n == len(id) &&
+			e.ids.Load().byName[string(name)] == id && ValidateTopic(string(name)) == nil {
+			if err := e.DeleteTopic(string(name)); err != nil {
+				return fmt.Errorf("cannot finish the deletion of topic %q: %w", name, err)
+			}
+			continue
+		}
+		if err := removeDeletionIntent(e.dir, path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteTopicStepHook, for crash tests, runs after each durable step of
+// DeleteTopic ("intent", "tombstones", "renames").
+var deleteTopicStepHook func(step string)
+
+func deleteTopicStep(step string) {
+	if h := deleteTopicStepHook; h != nil {
+		h(step)
+	}
 }
 
 // retirePartitions closes the partitions and renames their directories

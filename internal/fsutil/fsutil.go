@@ -9,6 +9,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"sync/atomic"
 )
 
 // WriteFileAtomic replaces path with data: it writes a temporary file
@@ -77,6 +79,9 @@ func SyncFile(path string) error {
 // SyncDir makes the directory's entries (creations, renames, removals)
 // durable.
 func SyncDir(dir string) error {
+	if fn := dirSyncObserver.Load(); fn != nil {
+		(*fn)(dir)
+	}
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("cannot open dir %s: %w", dir, err)
@@ -124,4 +129,53 @@ func ReadFileMax(path string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("cannot read %s: more than %d bytes: %w", path, max, ErrFileTooLarge)
 	}
 	return buf[:n], nil
+}
+
+// MkdirAllDurable is os.MkdirAll whose result survives a machine crash:
+// each directory it creates is synced into its parent before the next one
+// is made in it, and the parent of dir is synced even when dir existed, so
+// that a directory an earlier call made and a crash kept from being synced
+// is made durable before anything in it is trusted. A directory's own new
+// entries are its creator's to sync (SyncDir) once they are written.
+func MkdirAllDurable(dir string, perm os.FileMode) error {
+	dir = filepath.Clean(dir)
+	var missing []string
+	for d := dir; ; {
+		if _, err := os.Stat(d); err == nil {
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("cannot create dir %s: %w", dir, err)
+		}
+		missing = append(missing, d)
+		parent := filepath.Dir(d)
+		if parent == d {
+			break
+		}
+		d = parent
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := os.Mkdir(missing[i], perm); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("cannot create dir %s: %w", dir, err)
+		}
+		if err := SyncDir(filepath.Dir(missing[i])); err != nil {
+			return fmt.Errorf("cannot create dir %s: %w", dir, err)
+		}
+	}
+	if len(missing) == 0 {
+		if err := SyncDir(filepath.Dir(dir)); err != nil {
+			return fmt.Errorf("cannot create dir %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// dirSyncObserver, if set, sees every directory SyncDir syncs.
+var dirSyncObserver atomic.Pointer[func(dir string)]
+
+// ObserveDirSyncs has fn called with the directory of every SyncDir until
+// the returned stop is called: for tests that check that a directory entry
+// is made durable. One observer at a time, process-wide.
+func ObserveDirSyncs(fn func(dir string)) (stop func()) {
+	dirSyncObserver.Store(&fn)
+	return func() { dirSyncObserver.Store(nil) }
 }

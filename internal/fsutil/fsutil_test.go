@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -61,5 +62,39 @@ func TestReadFileMax(t *testing.T) {
 	f.Close()
 	if _, err := ReadFileMax(big, 4096); !errors.Is(err, ErrFileTooLarge) {
 		t.Fatalf("1 TiB sparse file: %v, want ErrFileTooLarge", err)
+	}
+}
+
+// TestMkdirAllDurable: every directory created is synced into its parent,
+// top down, and the parent of one that already existed is synced again.
+func TestMkdirAllDurable(t *testing.T) {
+	base := t.TempDir()
+	var synced []string
+	stop := ObserveDirSyncs(func(dir string) { synced = append(synced, dir) })
+	defer stop()
+	leaf := filepath.Join(base, "a", "b", "c")
+	if err := MkdirAllDurable(leaf, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{base, filepath.Join(base, "a"), filepath.Join(base, "a", "b")}
+	if !slices.Equal(synced, want) {
+		t.Fatalf("synced %q, want %q", synced, want)
+	}
+	if st, err := os.Stat(leaf); err != nil || !st.IsDir() {
+		t.Fatalf("not created: %v", err)
+	}
+	synced = nil
+	if err := MkdirAllDurable(leaf, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{filepath.Join(base, "a", "b")}; !slices.Equal(synced, want) {
+		t.Fatalf("existing dir: synced %q, want %q", synced, want)
+	}
+	file := filepath.Join(base, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := MkdirAllDurable(filepath.Join(file, "x"), 0o755); err == nil {
+		t.Fatal("created a directory under a file")
 	}
 }
