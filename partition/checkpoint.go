@@ -142,3 +142,31 @@ func checkpointBytes(dir string, offset int64) []byte {
 func writeCheckpoint(path, dir string, offset int64) error {
 	return fsutil.WriteFileAtomic(path, checkpointBytes(dir, offset))
 }
+
+// CheckpointFile is a checkpoint file (recovery-point-offset-checkpoint,
+// log-start-offset-checkpoint) as read, for offline checks.
+type CheckpointFile struct {
+	Offset int64
+	// Version is 0 (Kafka's format) or 1 (checksummed); -1 when the file
+	// is missing (Offset 0) or damaged.
+	Version int
+	// Damage says why a file that exists is damaged; "" if it is not.
+	Damage string
+}
+
+// ReadCheckpointFile reads a checkpoint file of either version without
+// changing anything. Only an I/O error is an error.
+func ReadCheckpointFile(path string) (CheckpointFile, error) {
+	ck, err := loadCheckpoint(path)
+	if err != nil {
+		return CheckpointFile{}, err
+	}
+	out := CheckpointFile{Offset: ck.offset, Version: -1, Damage: ck.problem}
+	switch ck.state {
+	case checkpointV0:
+		out.Version = 0
+	case checkpointV1:
+		out.Version = 1
+	}
+	return out, nil
+}

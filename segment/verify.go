@@ -55,6 +55,16 @@ type Report struct {
 	// AbortedTxns is the number of .txnindex entries checked, -1 without a
 	// .txnindex file.
 	AbortedTxns int
+	// TornAt is the position of the batch that failed when VerifyFile
+	// returns a batch's error (-1 otherwise): the batches before it are
+	// sound, and the caller tells a torn tail a crash left (recovery cuts
+	// it there) from corruption.
+	TornAt int64
+	// TxnPastEnd counts the .txnindex entries, the last ones, whose
+	// marker lies at or past the end of the file's batches: written to the
+	// index before a crash took the marker's bytes, which recovery
+	// rebuilds. Whether that is a crash image is the caller's call.
+	TxnPastEnd int
 }
 
 // VerifyFile checks every batch of a .log file (framing, size, CRC, codec,
@@ -83,7 +93,7 @@ func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 			panic(v)
 		}
 	}()
-	r := Report{Path: path, FirstOffset: -1, IndexEntries: -1, TimeEntries: -1, AbortedTxns: -1}
+	r := Report{Path: path, FirstOffset: -1, IndexEntries: -1, TimeEntries: -1, AbortedTxns: -1, TornAt: -1}
 	data, release, err := mapFile(path)
 	if err != nil {
 		return r, err
@@ -134,6 +144,7 @@ func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 				// corruption. (From review.)
 				return r, fmt.Errorf("cannot verify %s: it grew while it was read (a live segment): %w", path, ErrIO)
 			}
+			r.TornAt = pos
 			return r, fmt.Errorf("%s: batch at position %d: %w", path, pos, err)
 		}
 		b := batch.Batch(rest[:n])
@@ -274,6 +285,11 @@ func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 			}
 		}
 		for i, e := range entries {
+			if e.LastOffset >= r.NextOffset {
+				// Entries are in offset order: the rest lie past too.
+				r.TxnPastEnd = len(entries) - i
+				break
+			}
 			if pid, ok := aborts[e.LastOffset]; !ok || pid != e.ProducerID || e.FirstOffset > e.LastOffset {
 				return r, fmt.Errorf("%s.txnindex: entry %d {producer %d, %d..%d}: no abort marker of that producer at %d: %w",
 					stem, i, e.ProducerID, e.FirstOffset, e.LastOffset, e.LastOffset, ErrVerify)
