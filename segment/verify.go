@@ -110,8 +110,7 @@ func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 	}
 	// boundaries maps each batch start position to its offsets, for the
 	// index checks.
-	type span struct{ base, last int64 }
-	boundaries := map[int64]span{}
+	boundaries := map[int64]batchSpan{}
 	// timed holds every batch in offset order with the running maximum
 	// of the batches' max timestamps up to it, for the time index check.
 	type timedBatch struct{ base, last, maxTs, runningMax int64 }
@@ -144,7 +143,17 @@ func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 				// corruption. (From review.)
 				return r, fmt.Errorf("cannot verify %s: it grew while it was read (a live segment): %w", path, ErrIO)
 			}
+			// The batches before it are checked against the .txnindex,
+			// whose entries a torn tail may have outlived (TxnPastEnd);
+			// the other indexes may point into the torn bytes.
 			r.TornAt = pos
+			if r.FirstOffset < 0 {
+				r.NextOffset = r.Base
+			}
+			dir, stem := filepath.Dir(path), strings.TrimSuffix(filepath.Base(path), ".log")
+			if terr := verifyTxnIndex(&r, data, boundaries, dir, stem); terr != nil {
+				return r, terr
+			}
 			return r, fmt.Errorf("%s: batch at position %d: %w", path, pos, err)
 		}
 		b := batch.Batch(rest[:n])
@@ -177,7 +186,7 @@ func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 		if b.LastOffset()-r.Base > 1<<31-1 {
 			return r, fmt.Errorf("%s: batch at position %d: offset %d too far from base %d: %w", path, pos, b.LastOffset(), r.Base, ErrVerify)
 		}
-		boundaries[pos] = span{b.BaseOffset(), b.LastOffset()}
+		boundaries[pos] = batchSpan{b.BaseOffset(), b.LastOffset()}
 		runningMax = max(runningMax, b.MaxTimestamp())
 		timed = append(timed, timedBatch{b.BaseOffset(), b.LastOffset(), b.MaxTimestamp(), runningMax})
 		prevLast = b.LastOffset()
@@ -260,44 +269,59 @@ func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return r, fmt.Errorf("cannot read %s.timeindex: %w", stem, err)
 	}
-	// Aborted-transaction index: its own rules (txnindex.Open), and every
-	// entry's marker must be a control batch of its producer in this file.
-	if tpath := filepath.Join(dir, stem+".txnindex"); fsutil.Exists(tpath) {
-		entries, err := txnindex.ReadFile(tpath, r.Base)
-		if err != nil {
-			return r, fmt.Errorf("%s.txnindex: %w: %w", stem, err, ErrVerify)
-		}
-		// The offset of every ABORT marker -> its producer. (From
-		// review: any control batch passed, a COMMIT marker too, whose
-		// transaction read_committed readers would then drop.)
-		aborts := map[int64]int64{}
-		for pos, sp := range boundaries {
-			n, err := batch.Size(data[pos:])
-			if err != nil {
-				continue // never: the scan framed every boundary
-			}
-			b := batch.Batch(data[pos : pos+int64(n)])
-			if !b.IsControl() {
-				continue
-			}
-			if ctl, err := b.Control(); err == nil && ctl.Type == batch.ControlAbort {
-				aborts[sp.base] = b.ProducerID()
-			}
-		}
-		for i, e := range entries {
-			if e.LastOffset >= r.NextOffset {
-				// Entries are in offset order: the rest lie past too.
-				r.TxnPastEnd = len(entries) - i
-				break
-			}
-			if pid, ok := aborts[e.LastOffset]; !ok || pid != e.ProducerID || e.FirstOffset > e.LastOffset {
-				return r, fmt.Errorf("%s.txnindex: entry %d {producer %d, %d..%d}: no abort marker of that producer at %d: %w",
-					stem, i, e.ProducerID, e.FirstOffset, e.LastOffset, e.LastOffset, ErrVerify)
-			}
-		}
-		r.AbortedTxns = len(entries)
+	if err := verifyTxnIndex(&r, data, boundaries, dir, stem); err != nil {
+		return r, err
 	}
 	return r, nil
+}
+
+// batchSpan is a batch's first and last offsets.
+type batchSpan struct{ base, last int64 }
+
+// verifyTxnIndex checks the .txnindex beside a segment against its
+// batches (boundaries: position -> offsets of each sound batch), setting
+// r.AbortedTxns and r.TxnPastEnd.
+func verifyTxnIndex(r *Report, data []byte, boundaries map[int64]batchSpan, dir, stem string) error {
+	// Aborted-transaction index: its own rules (txnindex.Open), and every
+	// entry's marker must be a control batch of its producer in this file.
+	tpath := filepath.Join(dir, stem+".txnindex")
+	if !fsutil.Exists(tpath) {
+		return nil
+	}
+	entries, err := txnindex.ReadFile(tpath, r.Base)
+	if err != nil {
+		return fmt.Errorf("%s.txnindex: %w: %w", stem, err, ErrVerify)
+	}
+	// The offset of every ABORT marker -> its producer. (From
+	// review: any control batch passed, a COMMIT marker too, whose
+	// transaction read_committed readers would then drop.)
+	aborts := map[int64]int64{}
+	for pos, sp := range boundaries {
+		n, err := batch.Size(data[pos:])
+		if err != nil {
+			continue // never: the scan framed every boundary
+		}
+		b := batch.Batch(data[pos : pos+int64(n)])
+		if !b.IsControl() {
+			continue
+		}
+		if ctl, err := b.Control(); err == nil && ctl.Type == batch.ControlAbort {
+			aborts[sp.base] = b.ProducerID()
+		}
+	}
+	for i, e := range entries {
+		if e.LastOffset >= r.NextOffset {
+			// Entries are in offset order: the rest lie past too.
+			r.TxnPastEnd = len(entries) - i
+			break
+		}
+		if pid, ok := aborts[e.LastOffset]; !ok || pid != e.ProducerID || e.FirstOffset > e.LastOffset {
+			return fmt.Errorf("%s.txnindex: entry %d {producer %d, %d..%d}: no abort marker of that producer at %d: %w",
+				stem, i, e.ProducerID, e.FirstOffset, e.LastOffset, e.LastOffset, ErrVerify)
+		}
+	}
+	r.AbortedTxns = len(entries)
+	return nil
 }
 
 // ParseName returns the base offset of a segment file name such as
