@@ -478,7 +478,9 @@ func TestLostPIDWatermarkDerivedAboveItsBlock(t *testing.T) {
 	}
 }
 
-// Recovery that loses nothing is logged too, below WARN: a rebuilt index.
+// Recovery that loses nothing is logged too: a rebuilt index, a removed
+// leftover file, a corrupt producer snapshot set aside (WARN: producer state
+// comes from an older one and the log).
 func TestRecoveryActionsLogged(t *testing.T) {
 	dir := t.TempDir()
 	opts, lines := damageOptions(1 << 20)
@@ -498,6 +500,19 @@ func TestRecoveryActionsLogged(t *testing.T) {
 	if err := os.WriteFile(stray, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	snaps := segmentFiles(t, filepath.Join(dir, "t-0"), ".snapshot")
+	if len(snaps) == 0 {
+		t.Fatal("no producer snapshot after a clean close")
+	}
+	snap := snaps[len(snaps)-1]
+	data, err := os.ReadFile(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)-1] ^= 1
+	if err := os.WriteFile(snap, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	e = openEngine(t, dir, opts)
 	defer e.Close()
 	if hw := mustPartition(t, e, "t", 0).Log().HighWatermark(); hw != 20 {
@@ -508,5 +523,8 @@ func TestRecoveryActionsLogged(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("no log line names %s; log:\n%s", want, out)
 		}
+	}
+	if !lines.warned("corrupt producer snapshot", filepath.Base(snap)) {
+		t.Errorf("no WARN names the corrupt snapshot %s; log:\n%s", filepath.Base(snap), out)
 	}
 }

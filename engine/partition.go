@@ -357,7 +357,7 @@ func (p *Partition) snapshotImage(offset int64) []byte {
 // without checks (Kafka's recovery path).
 func (p *Partition) loadProducers(dir string) error {
 	leo := p.log.LogEndOffset()
-	entries, from, err := producer.LoadNewest(dir, leo)
+	entries, from, err := producer.LoadNewestLogged(dir, leo, p.opts.Logger)
 	if err != nil {
 		return err
 	}
@@ -365,7 +365,7 @@ func (p *Partition) loadProducers(dir string) error {
 		// Recovery rebuilt segments below that snapshot, and their
 		// aborted-transaction indexes are rebuilt by replaying their
 		// markers: start from a snapshot at or below the first of them.
-		if entries, from, err = producer.LoadAtMost(dir, rf); err != nil {
+		if entries, from, err = producer.LoadAtMostLogged(dir, rf, p.opts.Logger); err != nil {
 			return err
 		}
 	}
