@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -527,4 +528,80 @@ func TestRecoveryActionsLogged(t *testing.T) {
 	if !lines.warned("corrupt producer snapshot", filepath.Base(snap)) {
 		t.Errorf("no WARN names the corrupt snapshot %s; log:\n%s", filepath.Base(snap), out)
 	}
+}
+
+// topic.config decides what retention deletes: a changed byte or a lost
+// file must not put the engine's defaults (7 days) in place of the topic's
+// own retention.ms=-1. A damaged or missing file refuses the open, naming
+// the file and the way out; a file written before the checksum (no header)
+// is read as before, and a partition that predates the rule gets an empty
+// one.
+func TestDamagedTopicConfig(t *testing.T) {
+	setup := func(t *testing.T) (string, string) {
+		dir := t.TempDir()
+		e := openEngine(t, dir, Options{})
+		if err := e.CreateTopicWithConfig("t", 1, map[string]string{"retention.ms": "-1"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.CreateTopic("plain", 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return dir, filepath.Join(dir, "t-0", topicConfigFile)
+	}
+	refused := func(t *testing.T, dir, path, why string) {
+		t.Helper()
+		e, err := Open(dir, Options{})
+		if err == nil {
+			e.Close()
+			t.Fatalf("%s: Open succeeded", why)
+		}
+		if !errors.Is(err, ErrCorruptMetadata) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "write them again") {
+			t.Fatalf("%s: Open: %v; want ErrCorruptMetadata naming %s and the way out", why, err, path)
+		}
+	}
+	t.Run("byte changed", func(t *testing.T) {
+		dir, path := setup(t)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, bytes.Replace(data, []byte("=-1"), []byte("=71"), 1), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, dir, path, "retention.ms=-1 changed to 71")
+	})
+	t.Run("deleted", func(t *testing.T) {
+		dir, path := setup(t)
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, dir, path, "topic.config deleted")
+		// The way out the message gives: the overrides written again.
+		if err := os.WriteFile(path, []byte("retention.ms=-1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e := openEngine(t, dir, Options{})
+		defer e.Close()
+		if got := mustPartition(t, e, "t", 0).config["retention.ms"]; got != "-1" {
+			t.Fatalf("retention.ms %q after the file was written again, want -1", got)
+		}
+	})
+	t.Run("partition from before the rule", func(t *testing.T) {
+		dir, _ := setup(t)
+		plain := filepath.Join(dir, "plain-0")
+		if err := os.Remove(filepath.Join(plain, topicConfigFile)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(plain, "recovery-point-offset-checkpoint"), []byte("0\n1\nplain 0 0\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e := openEngine(t, dir, Options{})
+		defer e.Close()
+		if _, err := os.Stat(filepath.Join(plain, topicConfigFile)); err != nil {
+			t.Fatalf("no topic.config written for the older partition: %v", err)
+		}
+	})
 }

@@ -89,7 +89,7 @@ func openPartition(dir, topic string, index int, opts *Options, engineClosed *at
 		producers: pidtable.New(pidtable.Options{})}
 	lopts := opts.Partition
 	lopts.Snapshot = p.snapshotImage
-	cfg, err := readTopicConfig(dir)
+	cfg, err := openTopicConfig(dir)
 	if err == nil {
 		err = applyTopicConfig(&lopts, cfg)
 	}
