@@ -133,7 +133,7 @@ func Open(dir string, opts Options) (*Log, error) {
 			// data, with zeros or a recycled file's stale batches).
 			if err := s.LoadTail(); err != nil {
 				needsScan = true
-				log.Warn("segment does not match its indexes: scanning it", "file", logName, "error", err)
+				log.Info("segment does not match its indexes: scanning it", "file", logName, "error", err)
 			} else if !last && s.NextOffset() != bases[i+1] {
 				if !clean {
 					needsScan = true
