@@ -292,9 +292,9 @@ func verifyTxnIndex(r *Report, data []byte, boundaries map[int64]batchSpan, dir,
 	if err != nil {
 		return fmt.Errorf("%s.txnindex: %w: %w", stem, err, ErrVerify)
 	}
-	// The offset of every ABORT marker -> its producer. (From
-	// review: any control batch passed, a COMMIT marker too, whose
-	// transaction read_committed readers would then drop.)
+	// The offset of every ABORT marker -> its producer. Any other control
+	// batch, a COMMIT marker say, will not do: read_committed readers
+	// would drop its committed transaction.
 	aborts := map[int64]int64{}
 	for pos, sp := range boundaries {
 		n, err := batch.Size(data[pos:])
