@@ -3,6 +3,7 @@
 package logdump
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -311,15 +312,17 @@ func (v *verifier) file(path string, tailOK bool, nextBase int64) (segment.Repor
 		r.IndexEntries, r.TimeEntries = -1, -1
 		err = nil
 	}
+	if errors.Is(err, segment.ErrTxnPastEnd) && tailOK {
+		err = nil
+	}
 	if err != nil {
 		return r, withDir(path, err)
 	}
 	if r.TxnPastEnd > 0 {
-		stem := strings.TrimSuffix(path, ".log")
-		if !tailOK {
-			return r, fmt.Errorf("%s.txnindex: %d entries past the segment's last batch: their abort markers are gone: %w", stem, r.TxnPastEnd, segment.ErrVerify)
-		}
-		v.printf("repairable: %s.txnindex: %d entries whose abort markers did not survive the crash; recovery rebuilds the index\n", stem, r.TxnPastEnd)
+		// Only here, in the last segment of a log not closed cleanly: the
+		// entries were written before the crash took their markers.
+		v.printf("repairable: %s.txnindex: %d entries whose abort markers did not survive the crash; recovery rebuilds the index\n",
+			strings.TrimSuffix(path, ".log"), r.TxnPastEnd)
 		v.repairable++
 	}
 	tail := r.ZeroTail + r.StaleTail

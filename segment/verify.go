@@ -26,6 +26,13 @@ import (
 // indexes rely on. The message names the file and byte position.
 var ErrVerify = errcode.New(errcode.CorruptMessage, "segment verification failed")
 
+// ErrTxnPastEnd: .txnindex entries whose abort markers lie past the
+// segment's last sound batch (Report.TxnPastEnd). Returned with ErrVerify;
+// a crash that took the log's tail after the index entry was written leaves
+// this, and recovery rebuilds the index, so a caller that knows the log
+// was not closed cleanly may take it for a crash image.
+var ErrTxnPastEnd = errors.New("aborted-transaction index entries past the segment's batches")
+
 // Report is what VerifyFile checked.
 type Report struct {
 	Path        string
@@ -151,7 +158,7 @@ func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 				r.NextOffset = r.Base
 			}
 			dir, stem := filepath.Dir(path), strings.TrimSuffix(filepath.Base(path), ".log")
-			if terr := verifyTxnIndex(&r, data, boundaries, dir, stem); terr != nil {
+			if terr := verifyTxnIndex(&r, data, boundaries, dir, stem); terr != nil && !errors.Is(terr, ErrTxnPastEnd) {
 				return r, terr
 			}
 			return r, fmt.Errorf("%s: batch at position %d: %w", path, pos, err)
@@ -313,7 +320,9 @@ func verifyTxnIndex(r *Report, data []byte, boundaries map[int64]batchSpan, dir,
 		if e.LastOffset >= r.NextOffset {
 			// Entries are in offset order: the rest lie past too.
 			r.TxnPastEnd = len(entries) - i
-			break
+			r.AbortedTxns = i
+			return fmt.Errorf("%s.txnindex: %d entries from entry %d {producer %d, %d..%d} on: their abort markers are past the segment's last batch: %w: %w",
+				stem, r.TxnPastEnd, i, e.ProducerID, e.FirstOffset, e.LastOffset, ErrTxnPastEnd, ErrVerify)
 		}
 		if pid, ok := aborts[e.LastOffset]; !ok || pid != e.ProducerID || e.FirstOffset > e.LastOffset {
 			return fmt.Errorf("%s.txnindex: entry %d {producer %d, %d..%d}: no abort marker of that producer at %d: %w",
