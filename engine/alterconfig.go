@@ -4,14 +4,11 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/errcode"
-	"github.com/idemlog/idemlog/internal/fsutil"
 	"github.com/idemlog/idemlog/partition"
 )
 
@@ -179,16 +176,11 @@ func (e *Engine) topicPartitionsLocked(topic string) []*Partition {
 	}
 }
 
-// storeTopicConfig replaces a partition directory's topic.config (removes
-// it for no overrides), durably.
+// storeTopicConfig replaces a partition directory's topic.config, durably.
+// A topic without overrides keeps an empty file: a missing one reads as
+// lost (openTopicConfig).
 func storeTopicConfig(dir string, cfg map[string]string) error {
-	if len(cfg) > 0 {
-		return writeTopicConfig(dir, cfg)
-	}
-	if err := os.Remove(filepath.Join(dir, topicConfigFile)); err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	return fsutil.SyncDir(dir)
+	return writeTopicConfig(dir, cfg)
 }
 
 // settingsFor applies a topic's overrides over o (the partition's copy of

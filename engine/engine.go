@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -48,6 +49,15 @@ type Options struct {
 	// RetentionInterval is Kafka's log.retention.check.interval.ms for the
 	// engine's own maintenance (5 minutes).
 	RetentionInterval time.Duration
+	// Logger receives what recovery does when the engine opens: segments
+	// truncated or deleted, indexes rebuilt, damaged checkpoints set
+	// aside, a producer-id watermark derived again, consumer-offset
+	// records that fail their checksum; WARN where data was lost or a file
+	// was damaged. It is handed to every partition's log unless
+	// Partition.Logger is set. nil means slog.Default(): an embedding
+	// program that configured nothing still hears of data a damaged file
+	// cost; slog.New(slog.DiscardHandler) silences it.
+	Logger *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -71,6 +81,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Partition.Now == nil {
 		o.Partition.Now = o.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Partition.Logger == nil {
+		o.Partition.Logger = o.Logger
 	}
 	return o
 }
@@ -156,7 +172,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	pids, err := openPIDAllocator(dir)
+	pids, err := openPIDAllocator(dir, opts.Logger)
 	if err != nil {
 		lock.Close()
 		return nil, err
@@ -235,6 +251,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 		e.Close()
 		return nil, err
 	}
+	e.pids.report()
 	if e.opts.MaintainInterval > 0 {
 		e.stopMaintain, e.maintainDone = make(chan struct{}), make(chan struct{})
 		go e.maintain()

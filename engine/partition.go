@@ -90,7 +90,7 @@ func openPartition(dir, topic string, index int, opts *Options, engineClosed *at
 		producers: pidtable.New(pidtable.Options{})}
 	lopts := opts.Partition
 	lopts.Snapshot = p.snapshotImage
-	cfg, err := readTopicConfig(dir)
+	cfg, err := openTopicConfig(dir)
 	var settings *topicSettings
 	if err == nil {
 		settings, err = p.settingsFor(&lopts, cfg)
@@ -384,7 +384,7 @@ func (p *Partition) snapshotImage(offset int64) []byte {
 // without checks (Kafka's recovery path).
 func (p *Partition) loadProducers(dir string) error {
 	leo := p.log.LogEndOffset()
-	entries, from, err := producer.LoadNewest(dir, leo)
+	entries, from, err := producer.LoadNewestLogged(dir, leo, p.opts.Logger)
 	if err != nil {
 		return err
 	}
@@ -392,7 +392,7 @@ func (p *Partition) loadProducers(dir string) error {
 		// Recovery rebuilt segments below that snapshot, and their
 		// aborted-transaction indexes are rebuilt by replaying their
 		// markers: start from a snapshot at or below the first of them.
-		if entries, from, err = producer.LoadAtMost(dir, rf); err != nil {
+		if entries, from, err = producer.LoadAtMostLogged(dir, rf, p.opts.Logger); err != nil {
 			return err
 		}
 	}

@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/idemlog/idemlog/errcode"
@@ -22,11 +24,22 @@ import (
 // configs (CreateTopics' configs). The overrides are stored in each of the
 // topic's partition directories, written before the partition is opened:
 //
-//	topic.config:  one "name=value" line per override, sorted by name
+//	topic.config:  a header line, then one "name=value" line per override,
+//	               sorted by name
 //
-// A partition directory without the file uses the engine's options.
+// The header, "# idemlog topic.config version 1 crc32c=XXXXXXXX", carries
+// the CRC-32C (Castagnoli) of the lines after it, in 8 hex digits: a
+// changed byte could otherwise turn retention.ms=-1 into a retention that
+// deletes the topic's records. Every partition has the file, with no
+// override lines when the topic has none, so that a lost file is told from
+// "no overrides". A file without the header (written before version 1, or
+// by hand) is read as it is; a partition last checkpointed before version
+// 1 that has none gets an empty one.
 
-const topicConfigFile = "topic.config"
+const (
+	topicConfigFile   = "topic.config"
+	topicConfigHeader = "# idemlog topic.config version 1 crc32c="
+)
 
 // ErrInvalidConfig: a topic config Kafka does not know, or a value Kafka
 // would refuse (INVALID_CONFIG, 40). The error's text is Kafka's message
@@ -114,9 +127,6 @@ func applyTopicConfig(o *partition.Options, cfg map[string]string) (*topicSettin
 }
 
 func writeTopicConfig(dir string, cfg map[string]string) error {
-	if len(cfg) == 0 {
-		return nil
-	}
 	names := make([]string, 0, len(cfg))
 	for n := range cfg {
 		names = append(names, n)
@@ -129,7 +139,37 @@ func writeTopicConfig(dir string, cfg map[string]string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("cannot create partition dir: %w", err)
 	}
-	return fsutil.WriteFileAtomic(filepath.Join(dir, topicConfigFile), b.Bytes())
+	out := fmt.Appendf(nil, "%s%08x\n", topicConfigHeader, crc32.Checksum(b.Bytes(), crc32.MakeTable(crc32.Castagnoli)))
+	return fsutil.WriteFileAtomic(filepath.Join(dir, topicConfigFile), append(out, b.Bytes()...))
+}
+
+// openTopicConfig returns a partition directory's overrides for its open.
+// A missing file is a lost one where the partition's checkpoints are in
+// version 1 (this code writes the file with every partition): refused, as
+// the engine's defaults (a retention of 7 days, say) could delete what the
+// topic's own configs keep. In an older partition it means no overrides,
+// and an empty file is written for the next open.
+func openTopicConfig(dir string) (map[string]string, error) {
+	cfg, err := readTopicConfig(dir)
+	if err != nil || cfg != nil {
+		return cfg, err
+	}
+	path := filepath.Join(dir, topicConfigFile)
+	if fsutil.Exists(path) {
+		return cfg, nil
+	}
+	ck, err := partition.ReadCheckpointFile(filepath.Join(dir, "recovery-point-offset-checkpoint"))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read topic config: %w", err)
+	}
+	if ck.Version == 1 {
+		return nil, fmt.Errorf("cannot read topic config: %s is missing, so the topic's overrides (retention, say) are unknown; "+
+			"write them again as name=value lines, or create it empty if the topic had none: %w", path, ErrCorruptMetadata)
+	}
+	if err := writeTopicConfig(dir, nil); err != nil {
+		return nil, err
+	}
+	return nil, fsutil.SyncDir(dir)
 }
 
 // readTopicConfig returns a partition directory's overrides (nil if none).
@@ -143,6 +183,16 @@ func readTopicConfig(dir string) (map[string]string, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot read topic config: %w", err)
+	}
+	if rest, ok := bytes.CutPrefix(data, []byte(topicConfigHeader)); ok {
+		hex, body, _ := bytes.Cut(rest, []byte("\n"))
+		want, perr := strconv.ParseUint(string(hex), 16, 32)
+		got := crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli))
+		if perr != nil || len(hex) != 8 || uint32(want) != got {
+			return nil, fmt.Errorf("cannot read topic config: %s fails its checksum (%08x, header says %q), so the topic's overrides cannot be trusted; "+
+				"restore it, or write them again as name=value lines: %w", filepath.Join(dir, topicConfigFile), got, hex, ErrCorruptMetadata)
+		}
+		data = body
 	}
 	cfg := map[string]string{}
 	sc := bufio.NewScanner(bytes.NewReader(data))

@@ -40,7 +40,9 @@
 // base-offset order, and the offset (.index) and time (.timeindex) indexes,
 // whose entries it prints as DumpLogSegments does, one JSON object per
 // entry with Options.JSON. The zeros that end an index never trimmed (its
-// log was not closed cleanly) are preallocated space, not entries.
+// log was not closed cleanly) are preallocated space, not entries. Producer
+// snapshots (.snapshot) and aborted-transaction indexes (.txnindex) are
+// decoded too, one line (or JSON object) per producer or per transaction.
 //
 // Verify (Linux only, as it maps files) checks segments instead of
 // printing them: a data directory, a partition directory or one segment,
@@ -48,5 +50,11 @@
 // rules recovery relies on: offsets never overlap, only the segments a
 // crash left unfinished in a log not closed cleanly may end in zeros, and
 // in an idemlog partition not closed cleanly the segments its next open
-// recovers have no gaps.
+// recovers have no gaps. An idemlog partition (its checkpoints in its own
+// directory) has no gaps at all, a .txnindex per segment once its
+// checkpoints are checksummed, sound checkpoints, and a recovery point
+// within its log. What a crash leaves and the next open repairs (a torn
+// tail of the last segment of a log not closed cleanly, .txnindex entries
+// whose markers it took) is counted in VerifySummary.Repairable, not
+// returned as an error.
 package logdump

@@ -19,7 +19,8 @@ var ErrIndex = errors.New("bad index entry")
 
 // DumpPath dumps what path names: a partition directory (its .log files,
 // segments in base-offset order first), an offset index (.index), a time
-// index (.timeindex), or a segment (any other file, as Kafka's tool takes
+// index (.timeindex), a producer snapshot (.snapshot), an aborted-transaction
+// index (.txnindex), or a segment (any other file, as Kafka's tool takes
 // a segment of any name). A directory's files are all dumped even after a
 // bad one; the error then joins one error per bad file.
 func DumpPath(w io.Writer, path string, opts Options) error {
@@ -55,6 +56,10 @@ func DumpPath(w io.Writer, path string, opts Options) error {
 		return dumpIndexFile(w, path, offsetIndex, opts)
 	case strings.HasSuffix(path, ".timeindex"):
 		return dumpIndexFile(w, path, timeIndex, opts)
+	case strings.HasSuffix(path, ".snapshot"):
+		return dumpSnapshotFile(w, path, opts)
+	case strings.HasSuffix(path, ".txnindex"):
+		return dumpTxnIndexFile(w, path, opts)
 	}
 	_, err := DumpFile(w, path, opts)
 	return err

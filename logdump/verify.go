@@ -3,13 +3,15 @@
 package logdump
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
+	"github.com/idemlog/idemlog/internal/fsutil"
+	"github.com/idemlog/idemlog/partition"
 	"github.com/idemlog/idemlog/segment"
 )
 
@@ -34,6 +36,12 @@ type VerifySummary struct {
 	// segments of logs not closed cleanly, and .log files in a partition
 	// directory that are no part of its log.
 	Notes int
+	// Repairable counts crash images that the next open repairs: a torn
+	// tail of the last segment of a log not closed cleanly (recovery cuts
+	// it: those bytes were never synced) and .txnindex entries whose
+	// markers that tail took (recovery rebuilds the index). They are not
+	// corruption; Verify returns no error for them.
+	Repairable int
 }
 
 // Add adds o's counts to s, to total several Verify calls.
@@ -45,6 +53,7 @@ func (s *VerifySummary) Add(o VerifySummary) {
 	s.Bytes += o.Bytes
 	s.Skipped += o.Skipped
 	s.Notes += o.Notes
+	s.Repairable += o.Repairable
 }
 
 // Verify checks the segments at path without modifying anything, writing
@@ -87,6 +96,9 @@ type verifier struct {
 	maxBatch int
 	sum      VerifySummary
 	writeErr error
+	// repairable counts the crash images file found in the segment it
+	// checked last, for the caller's summary.
+	repairable int
 }
 
 func (v *verifier) path(path string) error {
@@ -172,7 +184,10 @@ func (v *verifier) single(path string) error {
 	if err != nil {
 		return err
 	}
-	v.sum.Add(summaryOf(r))
+	one := summaryOf(r)
+	one.Repairable = v.repairable
+	v.repairable = 0
+	v.sum.Add(one)
 	return nil
 }
 
@@ -192,6 +207,10 @@ func (v *verifier) partition(dir string, segs []segmentFile, others []string) er
 	if rp, ok := idemlogRecoveryPoint(dir); ok && !clean {
 		recoverFrom = rp
 	}
+	rp, ls, idemlog, err := checkpoints(dir)
+	if err != nil {
+		return err
+	}
 	var sum VerifySummary
 	first, next := int64(-1), int64(-1)
 	var prev string
@@ -208,9 +227,22 @@ func (v *verifier) partition(dir string, segs []segmentFile, others []string) er
 		if err != nil {
 			return err
 		}
+		if rp.Version == 1 && !fsutil.Exists(strings.TrimSuffix(s.path, ".log")+".txnindex") {
+			// Every segment of a log checkpointed in version 1 has one;
+			// without it read_committed readers take aborted records for
+			// committed ones (the next open rebuilds it from the markers).
+			return fmt.Errorf("%s.txnindex: missing: the segment's aborted transactions are not indexed, and read_committed readers would see their records: %w",
+				strings.TrimSuffix(s.path, ".log"), segment.ErrVerify)
+		}
 		start := r.FirstOffset
 		if start < 0 {
 			start = r.Base
+		}
+		if idemlog && next >= 0 && start > next {
+			// idemlog never leaves gaps between segments (it does not
+			// compact): one is data a damaged segment lost.
+			return fmt.Errorf("%s: offsets %d..%d missing before it: %s ends there, and an idemlog log has no gaps, so those records were lost: %w",
+				s.path, next, start, filepath.Base(prev), segment.ErrVerify)
 		}
 		recovered := recoverFrom >= 0 && (nextBase < 0 || nextBase > recoverFrom)
 		if recovered && (r.Gaps > 0 || start > r.Base) {
@@ -225,9 +257,23 @@ func (v *verifier) partition(dir string, segs []segmentFile, others []string) er
 		}
 		// The totals take each segment as it passes, so that they say how
 		// far the check got when a later one fails.
+		one.Repairable = v.repairable
+		v.repairable = 0
 		sum.Add(one)
 		v.sum.Add(one)
 		next, prev = r.NextOffset, s.path
+	}
+	if idemlog && next >= 0 {
+		// The recovery point is at most what was durable (the log end at a
+		// clean close); the log start never passes a cleanly closed end.
+		if rp.Version >= 0 && rp.Offset > next && (clean || rp.Version == 1) {
+			return fmt.Errorf("%s: offsets %d..%d are missing at the end of the log: its recovery point, %d, says they were durable, so those records were lost: %w",
+				filepath.Join(dir, "recovery-point-offset-checkpoint"), next, rp.Offset, rp.Offset, segment.ErrVerify)
+		}
+		if clean && ls.Version >= 0 && ls.Offset > next {
+			return fmt.Errorf("%s: log start %d past the log end %d of a log closed cleanly: not a value the log wrote: %w",
+				filepath.Join(dir, "log-start-offset-checkpoint"), ls.Offset, next, segment.ErrVerify)
+		}
 	}
 	v.sum.Partitions++
 	v.printf("%s: partition of %s, %s, %s, %d bytes", dir, count(int64(len(segs)), "segment", "segments"),
@@ -255,8 +301,29 @@ func (v *verifier) partition(dir string, segs []segmentFile, others []string) er
 // shows in its batches reaching nextBase (-1: none) exactly.
 func (v *verifier) file(path string, tailOK bool, nextBase int64) (segment.Report, error) {
 	r, err := segment.VerifyFile(path, v.maxBatch)
+	if err != nil && r.TornAt >= 0 && tailOK {
+		// The last segment of a log not closed cleanly: a batch torn by
+		// the crash, never synced, which recovery cuts. The batches
+		// before it are sound; the indexes are rebuilt by that recovery.
+		v.printf("repairable: %s: unclean tail that recovery will cut (%d bytes, from position %d): %v\n",
+			path, r.Bytes-r.TornAt, r.TornAt, err)
+		v.repairable++
+		r.Bytes, r.ZeroTail, r.StaleTail = r.TornAt, 0, 0
+		r.IndexEntries, r.TimeEntries = -1, -1
+		err = nil
+	}
+	if errors.Is(err, segment.ErrTxnPastEnd) && tailOK {
+		err = nil
+	}
 	if err != nil {
 		return r, withDir(path, err)
+	}
+	if r.TxnPastEnd > 0 {
+		// Only here, in the last segment of a log not closed cleanly: the
+		// entries were written before the crash took their markers.
+		v.printf("repairable: %s.txnindex: %d entries whose abort markers did not survive the crash; recovery rebuilds the index\n",
+			strings.TrimSuffix(path, ".log"), r.TxnPastEnd)
+		v.repairable++
 	}
 	tail := r.ZeroTail + r.StaleTail
 	if tail > 0 && !tailOK && !(nextBase >= 0 && r.NextOffset == nextBase && !closedCleanly(filepath.Dir(path))) {
@@ -306,10 +373,14 @@ func summaryOf(r segment.Report) VerifySummary {
 
 // String gives the counts in the words of Verify's lines.
 func (s VerifySummary) String() string {
-	return fmt.Sprintf("%s, %s, %s, %s, %d bytes, %s, %s",
+	out := fmt.Sprintf("%s, %s, %s, %s, %d bytes, %s, %s",
 		count(int64(s.Partitions), "partition", "partitions"), count(int64(s.Segments), "segment", "segments"),
 		count(s.Batches, "batch", "batches"), count(s.Records, "record", "records"), s.Bytes,
 		skipped(s.Skipped), count(int64(s.Notes), "note", "notes"))
+	if s.Repairable > 0 {
+		out += ", " + count(int64(s.Repairable), "crash image the next open repairs", "crash images the next open repairs")
+	}
+	return out
 }
 
 func (v *verifier) printf(format string, args ...any) {
@@ -325,27 +396,50 @@ func skipped(n int64) string {
 	return count(n, "offset skipped", "offsets skipped")
 }
 
+// checkpoints reads an idemlog partition's checkpoint files (idemlog: the
+// recovery-point one exists; Kafka keeps them in the log directory above).
+// A damaged one is an error: the log writes them atomically, so no crash
+// leaves one torn, and the open sets it aside.
+func checkpoints(dir string) (rp, ls partition.CheckpointFile, idemlog bool, err error) {
+	rpPath := filepath.Join(dir, "recovery-point-offset-checkpoint")
+	lsPath := filepath.Join(dir, "log-start-offset-checkpoint")
+	idemlog = fsutil.Exists(rpPath)
+	if !idemlog {
+		return partition.CheckpointFile{Version: -1}, partition.CheckpointFile{Version: -1}, false, nil
+	}
+	if rp, err = partition.ReadCheckpointFile(rpPath); err != nil {
+		return rp, ls, idemlog, fmt.Errorf("cannot verify: %w", err)
+	}
+	if ls, err = partition.ReadCheckpointFile(lsPath); err != nil {
+		return rp, ls, idemlog, fmt.Errorf("cannot verify: %w", err)
+	}
+	for _, f := range []struct {
+		path string
+		ck   partition.CheckpointFile
+	}{{rpPath, rp}, {lsPath, ls}} {
+		if f.ck.Damage != "" {
+			return rp, ls, idemlog, fmt.Errorf("%s: damaged (%s): %w", f.path, f.ck.Damage, segment.ErrVerify)
+		}
+	}
+	if ls.Version == 0 && rp.Version == 1 {
+		return rp, ls, idemlog, fmt.Errorf("%s: Kafka's unchecked format beside a checksummed recovery point: not written by the log: %w", lsPath, segment.ErrVerify)
+	}
+	return rp, ls, idemlog, nil
+}
+
 // idemlogRecoveryPoint reads the recovery point an idemlog partition
 // keeps in its own directory; false if there is none (not idemlog's, or
 // never checkpointed: then the whole log is recovered, from offset 0).
 func idemlogRecoveryPoint(dir string) (int64, bool) {
-	data, err := os.ReadFile(filepath.Join(dir, "recovery-point-offset-checkpoint"))
+	path := filepath.Join(dir, "recovery-point-offset-checkpoint")
+	if !fsutil.Exists(path) {
+		return 0, false
+	}
+	ck, err := partition.ReadCheckpointFile(path)
 	if err != nil {
 		return 0, false
 	}
-	lines := strings.Split(string(data), "\n")
-	if len(lines) < 3 || lines[0] != "0" || lines[1] != "1" {
-		return 0, true // torn: recovery starts at 0
-	}
-	f := strings.Fields(lines[2])
-	if len(f) != 3 {
-		return 0, true
-	}
-	off, err := strconv.ParseInt(f[2], 10, 64)
-	if err != nil || off < 0 {
-		return 0, true
-	}
-	return off, true
+	return ck.Offset, true // damaged: recovery starts at 0
 }
 
 // withDir puts the directory back into VerifyFile's index errors, which

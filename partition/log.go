@@ -2,6 +2,7 @@ package partition
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"sort"
 	"sync"
@@ -59,6 +60,13 @@ type Options struct {
 	NoRecycle bool
 	// Now is the clock, for tests; nil means time.Now.
 	Now func() time.Time
+	// Logger receives what Open's recovery does: each file it deletes,
+	// truncates or rebuilds, why, and what was lost (WARN when data is
+	// lost or a damaged file is set aside, INFO for a rebuild that loses
+	// nothing). nil means slog.Default(), so that a program that set up no
+	// logging still hears of data a damaged file cost;
+	// slog.New(slog.DiscardHandler) silences it.
+	Logger *slog.Logger
 	// Snapshot, if set, returns the producer-state snapshot image as of
 	// offset; it is called under the writer lock at every roll (offset = the
 	// new segment's base) and at Close (offset = the log end). The log
@@ -82,6 +90,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
 	if o.Segment.Mode == segment.WriteDefault {
 		// Measured on the 2-core target machine (docs/PERFORMANCE.md). With
@@ -730,6 +741,11 @@ func (l *Log) read(offset int64, maxBytes int, limit int64, retained bool) (Chun
 			// the start past it between our checks.
 			if offset < l.logStart.Load() {
 				continue
+			}
+			if last := segs[len(segs)-1]; offset < last.Base() {
+				// Offsets a damaged segment lost (Open keeps them unused)
+				// up to an active segment with nothing readable yet.
+				return Chunk{NextOffset: last.Base(), HighWatermark: realHW}, nil
 			}
 			return Chunk{}, fmt.Errorf("BUG: offset %d below high watermark %d not found", offset, hw)
 		}

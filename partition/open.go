@@ -1,16 +1,15 @@
 package partition
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/idemlog/idemlog/internal/fsutil"
@@ -52,19 +51,42 @@ func Open(dir string, opts Options) (*Log, error) {
 		l.recycle = &recyclePool{}
 	}
 	l.sync.cond.L = &l.sync.mu
+	log := opts.Logger.With("dir", dir)
 	clean := fsutil.Exists(filepath.Join(dir, cleanShutdownFile))
-	recoveryPoint, err := readCheckpoint(filepath.Join(dir, recoveryPointFile))
+	rpCk, err := loadCheckpoint(filepath.Join(dir, recoveryPointFile))
 	if err != nil {
 		return nil, err
 	}
-	logStart, err := readCheckpoint(filepath.Join(dir, logStartFile))
+	lsCk, err := loadCheckpoint(filepath.Join(dir, logStartFile))
 	if err != nil {
 		return nil, err
 	}
-	bases, err := listSegments(dir)
+	recoveryPoint, logStart := rpCk.offset, lsCk.offset
+	if rpCk.state == checkpointBad {
+		log.Warn("damaged checkpoint: recovering every segment", "file", recoveryPointFile, "problem", rpCk.problem)
+	}
+	if lsCk.state == checkpointBad {
+		log.Warn("damaged checkpoint: the log starts at the first segment", "file", logStartFile, "problem", lsCk.problem)
+	}
+	if why := implausibleLogStart(clean, rpCk, lsCk); why != "" {
+		// Its value would delete segments (those wholly below it) and
+		// restart the log above its end: a log start nothing vouches for
+		// costs nothing when ignored (records below the true one stay
+		// readable until retention or DeleteRecords moves it again),
+		// while trusting a wrong one loses them all.
+		log.Warn("implausible checkpoint ignored: the log starts at the first segment", "file", logStartFile,
+			"offset", logStart, "recovery_point", recoveryPoint, "reason", why)
+		logStart = 0
+	}
+	bases, err := listSegmentsLogged(dir, log)
 	if err != nil {
 		return nil, err
 	}
+	// The files as this code writes them: every segment has a .txnindex,
+	// empty when no transaction aborted in it, so a missing one was lost.
+	// A partition last checkpointed in Kafka's format may predate that:
+	// its segments without one get an empty one, as they were trusted.
+	txnIndexAlways := rpCk.state == checkpointV1
 	// Segments wholly below the log start are files retention retired
 	// whose deletion a crash cut short (retention checkpoints the log
 	// start before the files go). They
@@ -74,6 +96,8 @@ func Open(dir string, opts Options) (*Log, error) {
 		if err := deleteSegmentFiles(dir, bases[0]); err != nil {
 			return nil, err
 		}
+		log.Info("deleted segment below the log start (retention's deletion cut short)",
+			"file", segment.FileName(bases[0], ".log"), "offsets", fmt.Sprintf("%d..%d", bases[0], bases[1]), "log_start", logStart)
 		bases = bases[1:]
 	}
 	var segs []*segRef
@@ -92,6 +116,9 @@ func Open(dir string, opts Options) (*Log, error) {
 	}
 	for i, base := range bases {
 		last := i == len(bases)-1
+		logName := segment.FileName(base, ".log")
+		txnName := segment.FileName(base, ".txnindex")
+		txnMissing := !fsutil.Exists(filepath.Join(dir, txnName))
 		s, err := segment.Open(dir, base, opts.Segment, last)
 		if err != nil {
 			return fail(err)
@@ -104,8 +131,32 @@ func Open(dir string, opts Options) (*Log, error) {
 			// a segment whose batches do not reach the next one's base
 			// (one rolled but never sealed: its file runs on past its
 			// data, with zeros or a recycled file's stale batches).
-			if err := s.LoadTail(); err != nil || (!last && s.NextOffset() != bases[i+1] && !clean) {
+			if err := s.LoadTail(); err != nil {
 				needsScan = true
+				log.Info("segment does not match its indexes: scanning it", "file", logName, "error", err)
+			} else if !last && s.NextOffset() != bases[i+1] {
+				if !clean {
+					needsScan = true
+				} else {
+					// Not scanned: a clean close vouches for the batches,
+					// and a Kafka log's compaction leaves gaps that a scan
+					// takes for the end of the data. Its end is still
+					// reported, as it may be a file cut short.
+					log.Warn("segment ends below the next segment's base: offsets missing", "file", logName,
+						"missing_offsets", fmt.Sprintf("%d..%d", s.NextOffset(), bases[i+1]))
+				}
+			}
+		}
+		if txnMissing && !needsScan {
+			if txnIndexAlways {
+				// Without it read_committed readers would take aborted
+				// records for committed ones. The scan empties it and the
+				// owner's replay of the segment's markers (from a producer
+				// snapshot at or below RecoveredFrom) fills it again.
+				needsScan = true
+				log.Warn("aborted-transaction index missing: rebuilding it from the segment's markers", "file", txnName)
+			} else if err := createEmptyFile(filepath.Join(dir, txnName)); err != nil {
+				return fail(err)
 			}
 		}
 		if !needsScan {
@@ -118,8 +169,27 @@ func Open(dir string, opts Options) (*Log, error) {
 		// MaxBatchSize was valid when written (max.message.bytes may have
 		// been lowered since), and cutting it would drop every batch and
 		// segment after it. The lengths stay bounded by the file.
-		if _, err := s.Recover(math.MaxInt32, nil); err != nil {
+		fileSize := fileSizeOf(filepath.Join(dir, logName))
+		cut, err := s.Recover(math.MaxInt32, nil)
+		if err != nil {
 			return fail(err)
+		}
+		if cut {
+			log.Warn("truncated a segment at its first torn or corrupt batch", "file", logName,
+				"position", s.Size(), "bytes", fileSize-s.Size(), "next_offset", s.NextOffset())
+		} else if fileSize > s.Size() {
+			log.Debug("dropped the zero tail of a segment", "file", logName, "position", s.Size(), "bytes", fileSize-s.Size())
+		}
+		if !last && s.NextOffset() != bases[i+1] && (clean || bases[i+1] <= recoveryPoint) {
+			// The segment lost data that was durable: closed cleanly, or
+			// below the recovery point, it ran up to the next base. The
+			// later segments are intact and stay, so no offset is given
+			// twice and no committed offset points into other data; the
+			// lost offsets are a gap that reads skip, as they skip
+			// Kafka's compaction gaps.
+			log.Warn("segment damaged: its lost offsets are skipped, the later segments are kept", "file", logName,
+				"lost_offsets", fmt.Sprintf("%d..%d", s.NextOffset(), bases[i+1]))
+			continue
 		}
 		// A rolled segment whose batches run exactly up to the next base
 		// is complete, whatever follows them: a recycled file's stale
@@ -131,11 +201,16 @@ func Open(dir string, opts Options) (*Log, error) {
 		// were kept.)
 		if !last && s.NextOffset() != bases[i+1] {
 			// Everything after a torn batch is unreachable: Kafka drops it.
+			// Here (a log not closed cleanly, the segment above the
+			// recovery point) the lost tail was never known durable.
 			for _, b := range bases[i+1:] {
 				if err := deleteSegmentFiles(dir, b); err != nil {
 					return fail(err)
 				}
 			}
+			log.Warn("segment torn by a crash above the recovery point: deleted the segments after it",
+				"file", logName, "next_offset", s.NextOffset(), "deleted_segments", len(bases)-i-1,
+				"deleted_offsets", fmt.Sprintf("%d..", bases[i+1]))
 			if err := s.Activate(); err != nil {
 				return fail(err)
 			}
@@ -156,6 +231,8 @@ func Open(dir string, opts Options) (*Log, error) {
 		// The log lost offsets the log start had already passed (a crash
 		// after DeleteRecordsBefore moved it past what was synced): as
 		// Kafka does, start afresh at the log start.
+		log.Warn("log ends below its log start: starting afresh at the log start", "file", logStartFile,
+			"log_end", last.NextOffset(), "log_start", logStart, "deleted_segments", len(segs))
 		for _, s := range segs {
 			s.retire(true)
 		}
@@ -165,6 +242,26 @@ func Open(dir string, opts Options) (*Log, error) {
 		}
 		segs = []*segRef{l.ref(s)}
 		l.recoveredFrom = logStart
+	}
+	if last := segs[len(segs)-1]; last.NextOffset() < recoveryPoint && (rpCk.state == checkpointV1 || clean && rpCk.state == checkpointV0) {
+		// The log ends below the point that was durable (the end at a
+		// clean close): its tail was damaged after it was written. The
+		// log goes on at the recovery point, so that the lost offsets are
+		// never given to other records: a consumer that read them, or a
+		// group that committed past them, would skip the new ones.
+		log.Warn("log ends below its recovery point: the lost offsets are skipped", "file", segment.FileName(last.Base(), ".log"),
+			"lost_offsets", fmt.Sprintf("%d..%d", last.NextOffset(), recoveryPoint))
+		if err := last.Seal(); err != nil {
+			return fail(err)
+		}
+		s, err := segment.Create(dir, recoveryPoint, opts.Segment)
+		if err != nil {
+			return fail(err)
+		}
+		segs = append(segs, l.ref(s))
+		if l.recoveredFrom < 0 || l.recoveredFrom > last.Base() {
+			l.recoveredFrom = last.Base()
+		}
 	}
 	if !clean {
 		// After a crash the bytes above the recovery point may exist only
@@ -303,7 +400,11 @@ func (l *Log) writeCheckpoints() error {
 			return err
 		}
 	}
-	for i, name := range [2]string{recoveryPointFile, logStartFile} {
+	// The log start first: a crash between the two renames of a first
+	// write in version 1 must not leave a Kafka-format log start beside a
+	// version 1 recovery point, which Open takes for a foreign file.
+	for _, i := range [2]int{1, 0} {
+		name := [2]string{recoveryPointFile, logStartFile}[i]
 		if values[i] == l.ckDurable[i] {
 			continue
 		}
@@ -326,6 +427,11 @@ func (l *Log) writeCheckpoints() error {
 }
 
 func listSegments(dir string) ([]int64, error) {
+	return listSegmentsLogged(dir, slog.New(slog.DiscardHandler))
+}
+
+// listSegmentsLogged is listSegments, logging each file it removes.
+func listSegmentsLogged(dir string, log *slog.Logger) ([]int64, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list partition dir: %w", err)
@@ -340,6 +446,7 @@ func listSegments(dir string) ([]int64, error) {
 			if err := os.Remove(filepath.Join(dir, name)); err != nil {
 				return nil, fmt.Errorf("cannot remove stray file: %w", err)
 			}
+			log.Info("removed a leftover of an interrupted operation", "file", name)
 			continue
 		}
 		if base, ok := segment.ParseName(name, ".log"); ok {
@@ -351,6 +458,7 @@ func listSegments(dir string) ([]int64, error) {
 		for _, suffix := range []string{".index", ".timeindex", ".txnindex"} {
 			if base, ok := segment.ParseName(e.Name(), suffix); ok && !logs[base] {
 				_ = os.Remove(filepath.Join(dir, e.Name()))
+				log.Info("removed an index without its segment", "file", e.Name())
 			}
 		}
 	}
@@ -369,46 +477,6 @@ func deleteSegmentFiles(dir string, base int64) error {
 		}
 	}
 	return nil
-}
-
-// readCheckpoint reads an offset from a Kafka-format checkpoint file
-// ("0\n1\n<topic> <partition> <offset>\n"); a missing file is offset 0.
-func readCheckpoint(path string) (int64, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("cannot open checkpoint: %w", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	var lines []string
-	for sc.Scan() && len(lines) < 3 {
-		lines = append(lines, sc.Text())
-	}
-	if len(lines) < 3 || lines[0] != "0" || lines[1] != "1" {
-		// A torn checkpoint only costs a longer recovery.
-		return 0, nil
-	}
-	fields := strings.Fields(lines[2])
-	if len(fields) != 3 {
-		return 0, nil
-	}
-	off, err := strconv.ParseInt(fields[2], 10, 64)
-	if err != nil || off < 0 {
-		return 0, nil
-	}
-	return off, nil
-}
-
-func writeCheckpoint(path, dir string, offset int64) error {
-	name := filepath.Base(dir)
-	topic, part := name, "0"
-	if i := strings.LastIndexByte(name, '-'); i > 0 {
-		topic, part = name[:i], name[i+1:]
-	}
-	return fsutil.WriteFileAtomic(path, fmt.Appendf(nil, "0\n1\n%s %s %d\n", topic, part, offset))
 }
 
 // writeSnapshot writes a producer-state snapshot image as
@@ -539,3 +607,40 @@ func (l *Log) Kill() {
 // were reset), or the log end after a clean shutdown. Producer state must
 // be replayed from a snapshot at or below it.
 func (l *Log) RecoveredFrom() int64 { return l.recoveredFrom }
+
+// implausibleLogStart says why the log-start checkpoint cannot be right,
+// or "" if it may be.
+func implausibleLogStart(clean bool, rp, ls checkpoint) string {
+	if ls.state != checkpointV0 && ls.state != checkpointV1 {
+		return ""
+	}
+	if clean && (rp.state == checkpointV0 || rp.state == checkpointV1) && ls.offset > rp.offset {
+		// Close checkpoints the log end as the recovery point, and the
+		// log start never passes the log end.
+		return "above the log end of a log closed cleanly"
+	}
+	if ls.state == checkpointV0 && rp.state == checkpointV1 {
+		// writeCheckpoints writes both in version 1, the log start first.
+		return "Kafka's unchecked format beside a checksummed recovery point: not written by this log"
+	}
+	return ""
+}
+
+// fileSizeOf returns the size of the file at path, 0 if it cannot be read.
+func fileSizeOf(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// createEmptyFile creates path empty unless it exists; the caller syncs
+// the directory.
+func createEmptyFile(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("cannot create %s: %w", filepath.Base(path), err)
+	}
+	return f.Close()
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -170,16 +171,29 @@ func ListSnapshots(dir string) ([]int64, error) {
 // them) and corrupt ones are deleted on the way, as Kafka does; with none
 // left it returns offset -1.
 func LoadNewest(dir string, limit int64) ([]SnapshotEntry, int64, error) {
-	return loadAtMost(dir, limit, true)
+	return loadAtMost(dir, limit, true, discard)
 }
+
+// LoadNewestLogged is LoadNewest, logging each snapshot it deletes and
+// why (WARN for a corrupt one).
+func LoadNewestLogged(dir string, limit int64, log *slog.Logger) ([]SnapshotEntry, int64, error) {
+	return loadAtMost(dir, limit, true, log)
+}
+
+// LoadAtMostLogged is LoadAtMost, logging each snapshot it deletes.
+func LoadAtMostLogged(dir string, limit int64, log *slog.Logger) ([]SnapshotEntry, int64, error) {
+	return loadAtMost(dir, limit, false, log)
+}
+
+var discard = slog.New(slog.DiscardHandler)
 
 // LoadAtMost is LoadNewest for a limit below the log end (recovery rebuilt
 // the log from there): snapshots above limit are valid and kept.
 func LoadAtMost(dir string, limit int64) ([]SnapshotEntry, int64, error) {
-	return loadAtMost(dir, limit, false)
+	return loadAtMost(dir, limit, false, discard)
 }
 
-func loadAtMost(dir string, limit int64, dropAbove bool) ([]SnapshotEntry, int64, error) {
+func loadAtMost(dir string, limit int64, dropAbove bool, log *slog.Logger) ([]SnapshotEntry, int64, error) {
 	offs, err := ListSnapshots(dir)
 	if err != nil {
 		return nil, -1, err
@@ -193,6 +207,7 @@ func loadAtMost(dir string, limit int64, dropAbove bool) ([]SnapshotEntry, int64
 			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return nil, -1, fmt.Errorf("cannot delete snapshot beyond the log: %w", err)
 			}
+			log.Info("deleted a producer snapshot above the log end", "dir", dir, "file", SnapshotName(offs[i]), "log_end", limit)
 			continue
 		}
 		data, err := os.ReadFile(path)
@@ -213,6 +228,8 @@ func loadAtMost(dir string, limit int64, dropAbove bool) ([]SnapshotEntry, int64
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, -1, fmt.Errorf("cannot delete corrupt snapshot: %w", err)
 		}
+		log.Warn("deleted a corrupt producer snapshot: producer state is rebuilt from an older one and the log",
+			"dir", dir, "file", SnapshotName(offs[i]), "error", err)
 	}
 	return nil, -1, nil
 }

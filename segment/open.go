@@ -78,6 +78,14 @@ func (s *Segment) openIndexes(writable bool) error {
 		}
 	}
 	if writable {
+		// A segment being written always has a .txnindex, empty until a
+		// transaction aborts in it, so that a missing one is known lost
+		// (partition.Open rebuilds it) rather than taken for "no aborts".
+		if err := s.txns.EnsureFile(); err != nil {
+			return fmt.Errorf("cannot open transaction index: %w", ioErr(err))
+		}
+	}
+	if writable {
 		s.offsets, err = index.OpenOffset(s.path(".index"), s.base, s.indexBytes(index.OffsetEntrySize))
 	} else {
 		s.offsets, err = index.OpenOffsetReadOnly(s.path(".index"), s.base)
@@ -165,6 +173,12 @@ func (s *Segment) LoadTail() error {
 	}
 	s.firstTimestamp = first.MaxTimestamp()
 	_, pos := s.offsets.Lookup(1<<63 - 1)
+	if pos < 0 || pos > s.size {
+		// The .log was cut below its last indexed batch: the tail walk
+		// would start past the data, find nothing, and leave the next
+		// offset at the base, handing out offsets already given.
+		return fmt.Errorf("cannot trust segment %d: its offset index points at position %d, past its %d bytes: %w", s.base, pos, s.size, index.ErrCorrupt)
+	}
 	s.bytesSinceIndex = s.size - pos
 	if ts, off := s.times.LastEntry(); ts >= 0 {
 		s.maxTimestamp, s.maxTimestampOff = ts, off

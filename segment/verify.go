@@ -26,6 +26,13 @@ import (
 // indexes rely on. The message names the file and byte position.
 var ErrVerify = errcode.New(errcode.CorruptMessage, "segment verification failed")
 
+// ErrTxnPastEnd: .txnindex entries whose abort markers lie past the
+// segment's last sound batch (Report.TxnPastEnd). Returned with ErrVerify;
+// a crash that took the log's tail after the index entry was written leaves
+// this, and recovery rebuilds the index, so a caller that knows the log
+// was not closed cleanly may take it for a crash image.
+var ErrTxnPastEnd = errors.New("aborted-transaction index entries past the segment's batches")
+
 // Report is what VerifyFile checked.
 type Report struct {
 	Path        string
@@ -55,6 +62,16 @@ type Report struct {
 	// AbortedTxns is the number of .txnindex entries checked, -1 without a
 	// .txnindex file.
 	AbortedTxns int
+	// TornAt is the position of the batch that failed when VerifyFile
+	// returns a batch's error (-1 otherwise): the batches before it are
+	// sound, and the caller tells a torn tail a crash left (recovery cuts
+	// it there) from corruption.
+	TornAt int64
+	// TxnPastEnd counts the .txnindex entries, the last ones, whose
+	// marker lies at or past the end of the file's batches: written to the
+	// index before a crash took the marker's bytes, which recovery
+	// rebuilds. Whether that is a crash image is the caller's call.
+	TxnPastEnd int
 }
 
 // VerifyFile checks every batch of a .log file (framing, size, CRC, codec,
@@ -83,7 +100,7 @@ func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 			panic(v)
 		}
 	}()
-	r := Report{Path: path, FirstOffset: -1, IndexEntries: -1, TimeEntries: -1, AbortedTxns: -1}
+	r := Report{Path: path, FirstOffset: -1, IndexEntries: -1, TimeEntries: -1, AbortedTxns: -1, TornAt: -1}
 	data, release, err := mapFile(path)
 	if err != nil {
 		return r, err
@@ -100,8 +117,7 @@ func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 	}
 	// boundaries maps each batch start position to its offsets, for the
 	// index checks.
-	type span struct{ base, last int64 }
-	boundaries := map[int64]span{}
+	boundaries := map[int64]batchSpan{}
 	// timed holds every batch in offset order with the running maximum
 	// of the batches' max timestamps up to it, for the time index check.
 	type timedBatch struct{ base, last, maxTs, runningMax int64 }
@@ -133,6 +149,17 @@ func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 				// that has grown since: a live segment's writer, not a
 				// corruption. (From review.)
 				return r, fmt.Errorf("cannot verify %s: it grew while it was read (a live segment): %w", path, ErrIO)
+			}
+			// The batches before it are checked against the .txnindex,
+			// whose entries a torn tail may have outlived (TxnPastEnd);
+			// the other indexes may point into the torn bytes.
+			r.TornAt = pos
+			if r.FirstOffset < 0 {
+				r.NextOffset = r.Base
+			}
+			dir, stem := filepath.Dir(path), strings.TrimSuffix(filepath.Base(path), ".log")
+			if terr := verifyTxnIndex(&r, data, boundaries, dir, stem); terr != nil && !errors.Is(terr, ErrTxnPastEnd) {
+				return r, terr
 			}
 			return r, fmt.Errorf("%s: batch at position %d: %w", path, pos, err)
 		}
@@ -166,7 +193,7 @@ func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 		if b.LastOffset()-r.Base > 1<<31-1 {
 			return r, fmt.Errorf("%s: batch at position %d: offset %d too far from base %d: %w", path, pos, b.LastOffset(), r.Base, ErrVerify)
 		}
-		boundaries[pos] = span{b.BaseOffset(), b.LastOffset()}
+		boundaries[pos] = batchSpan{b.BaseOffset(), b.LastOffset()}
 		runningMax = max(runningMax, b.MaxTimestamp())
 		timed = append(timed, timedBatch{b.BaseOffset(), b.LastOffset(), b.MaxTimestamp(), runningMax})
 		prevLast = b.LastOffset()
@@ -249,39 +276,61 @@ func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return r, fmt.Errorf("cannot read %s.timeindex: %w", stem, err)
 	}
-	// Aborted-transaction index: its own rules (txnindex.Open), and every
-	// entry's marker must be a control batch of its producer in this file.
-	if tpath := filepath.Join(dir, stem+".txnindex"); fsutil.Exists(tpath) {
-		entries, err := txnindex.ReadFile(tpath, r.Base)
-		if err != nil {
-			return r, fmt.Errorf("%s.txnindex: %w: %w", stem, err, ErrVerify)
-		}
-		// The offset of every ABORT marker -> its producer. (From
-		// review: any control batch passed, a COMMIT marker too, whose
-		// transaction read_committed readers would then drop.)
-		aborts := map[int64]int64{}
-		for pos, sp := range boundaries {
-			n, err := batch.Size(data[pos:])
-			if err != nil {
-				continue // never: the scan framed every boundary
-			}
-			b := batch.Batch(data[pos : pos+int64(n)])
-			if !b.IsControl() {
-				continue
-			}
-			if ctl, err := b.Control(); err == nil && ctl.Type == batch.ControlAbort {
-				aborts[sp.base] = b.ProducerID()
-			}
-		}
-		for i, e := range entries {
-			if pid, ok := aborts[e.LastOffset]; !ok || pid != e.ProducerID || e.FirstOffset > e.LastOffset {
-				return r, fmt.Errorf("%s.txnindex: entry %d {producer %d, %d..%d}: no abort marker of that producer at %d: %w",
-					stem, i, e.ProducerID, e.FirstOffset, e.LastOffset, e.LastOffset, ErrVerify)
-			}
-		}
-		r.AbortedTxns = len(entries)
+	if err := verifyTxnIndex(&r, data, boundaries, dir, stem); err != nil {
+		return r, err
 	}
 	return r, nil
+}
+
+// batchSpan is a batch's first and last offsets.
+type batchSpan struct{ base, last int64 }
+
+// verifyTxnIndex checks the .txnindex beside a segment against its
+// batches (boundaries: position -> offsets of each sound batch), setting
+// r.AbortedTxns and r.TxnPastEnd.
+func verifyTxnIndex(r *Report, data []byte, boundaries map[int64]batchSpan, dir, stem string) error {
+	// Aborted-transaction index: its own rules (txnindex.Open), and every
+	// entry's marker must be a control batch of its producer in this file.
+	tpath := filepath.Join(dir, stem+".txnindex")
+	if !fsutil.Exists(tpath) {
+		return nil
+	}
+	entries, err := txnindex.ReadFile(tpath, r.Base)
+	if err != nil {
+		return fmt.Errorf("%s.txnindex: %w: %w", stem, err, ErrVerify)
+	}
+	// The offset of every ABORT marker -> its producer. Any other control
+	// batch, a COMMIT marker say, will not do: read_committed readers
+	// would drop its committed transaction.
+	aborts := map[int64]int64{}
+	for pos, sp := range boundaries {
+		n, err := batch.Size(data[pos:])
+		if err != nil {
+			continue // never: the scan framed every boundary
+		}
+		b := batch.Batch(data[pos : pos+int64(n)])
+		if !b.IsControl() {
+			continue
+		}
+		if ctl, err := b.Control(); err == nil && ctl.Type == batch.ControlAbort {
+			aborts[sp.base] = b.ProducerID()
+		}
+	}
+	for i, e := range entries {
+		if e.LastOffset >= r.NextOffset {
+			// Entries are in offset order: the rest lie past too.
+			r.TxnPastEnd = len(entries) - i
+			r.AbortedTxns = i
+			return fmt.Errorf("%s.txnindex: %d entries from entry %d {producer %d, %d..%d} on: their abort markers are past the segment's last batch: %w: %w",
+				stem, r.TxnPastEnd, i, e.ProducerID, e.FirstOffset, e.LastOffset, ErrTxnPastEnd, ErrVerify)
+		}
+		if pid, ok := aborts[e.LastOffset]; !ok || pid != e.ProducerID || e.FirstOffset > e.LastOffset {
+			return fmt.Errorf("%s.txnindex: entry %d {producer %d, %d..%d}: no abort marker of that producer at %d: %w",
+				stem, i, e.ProducerID, e.FirstOffset, e.LastOffset, e.LastOffset, ErrVerify)
+		}
+	}
+	r.AbortedTxns = len(entries)
+	return nil
 }
 
 // ParseName returns the base offset of a segment file name such as

@@ -95,9 +95,34 @@ func Open(path string, base int64) (*Index, error) {
 		f.Close()
 		return nil, fmt.Errorf("cannot open transaction index %s: %w", path, err)
 	}
-	x.f = f
+	if len(entries) == 0 {
+		// An empty file holds no descriptor: Append opens it again (every
+		// segment has one, most stay empty).
+		f.Close()
+	} else {
+		x.f = f
+	}
 	x.publish(entries)
 	return x, nil
+}
+
+// EnsureFile creates the index's file, empty, if it does not exist, so that
+// a missing file means a lost one. It holds no descriptor afterwards; the
+// caller syncs the directory.
+func (x *Index) EnsureFile() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		return fmt.Errorf("cannot create transaction index: %w", ErrClosed)
+	}
+	if x.f != nil {
+		return nil
+	}
+	f, err := os.OpenFile(x.path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("cannot create transaction index: %w", err)
+	}
+	return f.Close()
 }
 
 // ReadFile returns the entries of the index at path for the segment with

@@ -16,10 +16,11 @@ const dumpAbout = `
 Decode Kafka log segments (.log files: record batches of magic 2 laid end to
 end, as idemlog and Kafka write them) and print every batch and its records,
 in the layout of Kafka's kafka-dump-log.sh. A FILE may also be a partition
-directory, whose .log files are dumped in base-offset order, or an offset
-index (.index) or time index (.timeindex), whose entries are printed; an
-index's base offset comes from its <20-digit base offset> name. Files are
-only read.
+directory, whose .log files are dumped in base-offset order, an offset
+index (.index) or time index (.timeindex), whose entries are printed (an
+index's base offset comes from its <20-digit base offset> name), a producer
+state snapshot (.snapshot: one line per producer) or an aborted-transaction
+index (.txnindex: one line per aborted transaction). Files are only read.
 
 A batch with a bad CRC or undecodable records is reported with its byte
 position and the dump goes on; so is an index entry out of order. A torn
@@ -37,6 +38,10 @@ Output:
   isControl, compression, crcValid and records (offset, timestamp, key,
   value, headers); keys and values are base64, null when null. Indexes:
   {"offset":O,"position":P} or {"timestamp":T,"offset":O} per entry.
+  Snapshots: {"producerId", "producerEpoch", "coordinatorEpoch",
+  "currentTxnFirstOffset" (-1: none), "lastTimestamp", "lastSequence",
+  "lastOffset", "offsetDelta"} per producer. .txnindex: {"producerId",
+  "firstOffset", "lastOffset", "lastStableOffset"} per aborted transaction.
   Problems go to stderr.
 
 Exit status: 0 if every file is clean, 1 if a file is corrupt, truncated or

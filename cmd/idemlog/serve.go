@@ -194,9 +194,12 @@ func serve(ctx context.Context, c serveConfig, stdout io.Writer, log *slog.Logge
 	// Under fsync always, consumers see only what is on disk (the high
 	// watermark moves after the sync), as a Kafka consumer sees only what
 	// is replicated: nothing a consumer read can vanish in a crash.
+	// Recovery at open (truncations, rebuilt indexes, damaged files) is
+	// logged through the listener's logger.
 	e, err := engine.Open(c.dir, engine.Options{Partition: partition.Options{Sync: c.sync,
 		DurableVisibility: c.sync.Kind == partition.SyncAlways},
-		MaxProducersPerPartition: c.maxProducers, ProducerIDExpiration: c.producerExpiry})
+		MaxProducersPerPartition: c.maxProducers, ProducerIDExpiration: c.producerExpiry,
+		Logger: log.With("component", "engine")})
 	if err != nil {
 		closeListeners()
 		return err

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strings"
@@ -202,8 +203,9 @@ func TestVerifyCorruptBatch(t *testing.T) {
 	// The bad PATH stops at its bad file; the good one is still checked.
 	stdout, stderr := wantExit(t, 1, "verify", p.data, good.dir)
 	want := fmt.Sprintf("%s: batch at position %d", path, at)
-	if !strings.Contains(stderr, want) || !strings.Contains(stdout, "error: "+want) {
-		t.Errorf("want %q on stdout and stderr; stdout:\n%s\nstderr:\n%s", want, stdout, stderr)
+	// Once, in the report: stderr is for the command line's own errors.
+	if strings.Count(stdout, want) != 1 || !strings.Contains(stdout, "error: "+want) || stderr != "" {
+		t.Errorf("want %q once, on stdout; stdout:\n%s\nstderr:\n%s", want, stdout, stderr)
 	}
 	if strings.Contains(stdout, p.file(mid+1, ".log")) {
 		t.Errorf("went on past the bad file:\n%s", stdout)
@@ -222,9 +224,9 @@ func TestVerifyTruncated(t *testing.T) {
 	path := p.file(mid, ".log")
 	starts := batchStarts(t, path)
 	modify(t, path, func(b []byte) []byte { return b[:len(b)-10] })
-	_, stderr := wantExit(t, 1, "verify", p.dir)
-	if want := fmt.Sprintf("%s: batch at position %d", path, starts[len(starts)-1]); !strings.Contains(stderr, want) {
-		t.Errorf("stderr %q, want %q", stderr, want)
+	out, _ := wantExit(t, 1, "verify", p.dir)
+	if want := fmt.Sprintf("%s: batch at position %d", path, starts[len(starts)-1]); !strings.Contains(out, want) {
+		t.Errorf("stdout %q, want %q", out, want)
 	}
 }
 
@@ -238,9 +240,9 @@ func TestVerifyCorruptIndex(t *testing.T) {
 		binary.BigEndian.PutUint32(b[4:], binary.BigEndian.Uint32(b[4:])+1)
 		return b
 	})
-	_, stderr := wantExit(t, 1, "verify", p.data)
-	if !strings.Contains(stderr, path+": entry 0 points at position") || !strings.Contains(stderr, "not a batch start") {
-		t.Errorf("stderr %q does not name %s and the entry", stderr, path)
+	out, _ := wantExit(t, 1, "verify", p.data)
+	if !strings.Contains(out, path+": entry 0 points at position") || !strings.Contains(out, "not a batch start") {
+		t.Errorf("stdout %q does not name %s and the entry", out, path)
 	}
 }
 
@@ -292,8 +294,8 @@ func TestVerifyOverlap(t *testing.T) {
 	// batches: sound on its own, but it starts inside the first segment.
 	dup := filepath.Join(p.dir, segment.FileName(p.bases[0]+1, ".log"))
 	copyFile(t, p.file(1, ".log"), dup)
-	if _, stderr := wantExit(t, 1, "verify", p.dir); !strings.Contains(stderr, dup+": base offset") || !strings.Contains(stderr, "overlaps") {
-		t.Errorf("stderr %q", stderr)
+	if out, _ := wantExit(t, 1, "verify", p.dir); !strings.Contains(out, dup+": base offset") || !strings.Contains(out, "overlaps") {
+		t.Errorf("stdout %q", out)
 	}
 }
 
@@ -304,7 +306,19 @@ func TestVerifyGap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stdout, _ := wantExit(t, 0, "verify", p.dir)
+	// idemlog never compacts: in its partition a gap is lost data.
+	stdout, _ := wantExit(t, 1, "verify", p.dir)
+	if want := fmt.Sprintf("offsets %d..%d missing before it", p.bases[1], p.bases[2]); !strings.Contains(stdout, want) {
+		t.Errorf("no %q in:\n%s", want, stdout)
+	}
+	// In a Kafka partition (its checkpoints in the log directory above),
+	// a gap is what compaction leaves.
+	for _, name := range []string{"recovery-point-offset-checkpoint", "log-start-offset-checkpoint"} {
+		if err := os.Rename(filepath.Join(p.dir, name), filepath.Join(p.data, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stdout, _ = wantExit(t, 0, "verify", p.dir)
 	if want := fmt.Sprintf(", %d offsets skipped,", p.bases[2]-p.bases[1]); !strings.Contains(stdout, want) {
 		t.Errorf("no %q in:\n%s", want, stdout)
 	}
@@ -316,8 +330,8 @@ func TestVerifyZeroTail(t *testing.T) {
 	zeros := func(b []byte) []byte { return append(b, make([]byte, 4096)...) }
 	modify(t, p.file(last, ".log"), zeros)
 	// Closed cleanly: the active segment was trimmed, so zeros are damage.
-	if _, stderr := wantExit(t, 1, "verify", p.dir); !strings.Contains(stderr, p.file(last, ".log")+": 4096 zero bytes") {
-		t.Errorf("stderr %q", stderr)
+	if out, _ := wantExit(t, 1, "verify", p.dir); !strings.Contains(out, p.file(last, ".log")+": 4096 zero bytes") {
+		t.Errorf("stdout %q", out)
 	}
 	if err := os.Remove(filepath.Join(p.dir, ".kafka_cleanshutdown")); err != nil {
 		t.Fatal(err)
@@ -362,8 +376,8 @@ func TestVerifyZeroTail(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, stderr := wantExit(t, 1, "verify", p.dir); !strings.Contains(stderr, p.file(mid, ".log")+": ") || !strings.Contains(stderr, "zero bytes") {
-		t.Errorf("stderr %q", stderr)
+	if out, _ := wantExit(t, 1, "verify", p.dir); !strings.Contains(out, p.file(mid, ".log")+": ") || !strings.Contains(out, "zero bytes") {
+		t.Errorf("stdout %q", out)
 	}
 }
 
@@ -474,4 +488,136 @@ func TestDumpIndexes(t *testing.T) {
 	if !strings.Contains(stdout, "error: entry 1 ") || !strings.Contains(stderr, "entry 1 ") {
 		t.Errorf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
 	}
+}
+
+// checkpointV1 is a checksummed checkpoint file of partition orders-0.
+func checkpointV1(offset int64) []byte {
+	body := fmt.Appendf(nil, "1\n1\norders 0 %d\n", offset)
+	return fmt.Appendf(body, "%08x\n", crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)))
+}
+
+// Each damage a cleanly closed partition can suffer that costs data (or, for
+// the .txnindex, would show aborted records) is corruption: exit 1, the
+// file named once, in the report.
+func TestVerifyFindsDamagedFiles(t *testing.T) {
+	last := func(p testPartition) int { return len(p.segs) - 1 }
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, p testPartition)
+		want   func(p testPartition) string
+	}{
+		{"last segment cut inside a batch", func(t *testing.T, p testPartition) {
+			modify(t, p.file(last(p), ".log"), func(b []byte) []byte { return b[:len(b)-7] })
+		}, func(p testPartition) string { return p.file(last(p), ".log") + ": batch at position" }},
+		{"last segment cut at a batch boundary", func(t *testing.T, p testPartition) {
+			starts := batchStarts(t, p.file(last(p), ".log"))
+			modify(t, p.file(last(p), ".log"), func(b []byte) []byte { return b[:starts[len(starts)-1]] })
+			for _, suffix := range []string{".index", ".timeindex"} {
+				if err := os.Remove(p.file(last(p), suffix)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, func(p testPartition) string { return "recovery-point-offset-checkpoint: offsets" }},
+		{"log start past the end, Kafka's format", func(t *testing.T, p testPartition) {
+			if err := os.WriteFile(filepath.Join(p.dir, "log-start-offset-checkpoint"), []byte("0\n1\norders 0 100000\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, func(p testPartition) string { return "log-start-offset-checkpoint: Kafka's unchecked format" }},
+		{"log start past the end, checksummed", func(t *testing.T, p testPartition) {
+			if err := os.WriteFile(filepath.Join(p.dir, "log-start-offset-checkpoint"), checkpointV1(100000), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, func(p testPartition) string { return "log-start-offset-checkpoint: log start 100000 past the log end" }},
+		{"checkpoint checksum", func(t *testing.T, p testPartition) {
+			modify(t, filepath.Join(p.dir, "recovery-point-offset-checkpoint"), func(b []byte) []byte {
+				return bytes.Replace(b, []byte("orders 0 "), []byte("orders 0 1"), 1)
+			})
+		}, func(p testPartition) string { return "recovery-point-offset-checkpoint: damaged (checksum" }},
+		{"older segment zeroed", func(t *testing.T, p testPartition) {
+			modify(t, p.file(mid, ".log"), func(b []byte) []byte { return make([]byte, len(b)) })
+		}, func(p testPartition) string { return strings.TrimSuffix(p.file(mid, ".log"), "log") }},
+		{"older segment emptied", func(t *testing.T, p testPartition) {
+			modify(t, p.file(mid, ".log"), func([]byte) []byte { return nil })
+			for _, suffix := range []string{".index", ".timeindex"} {
+				if err := os.Remove(p.file(mid, suffix)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, func(p testPartition) string {
+			return fmt.Sprintf("%s: offsets %d..%d missing before it", p.file(mid+1, ".log"), p.bases[mid], p.bases[mid+1])
+		}},
+		{"one byte flipped", func(t *testing.T, p testPartition) {
+			starts := batchStarts(t, p.file(mid, ".log"))
+			modify(t, p.file(mid, ".log"), func(b []byte) []byte { b[starts[1]+batch.HeaderSize+3] ^= 1; return b })
+		}, func(p testPartition) string { return "batch CRC mismatch" }},
+		{".txnindex deleted", func(t *testing.T, p testPartition) {
+			if err := os.Remove(p.file(mid, ".txnindex")); err != nil {
+				t.Fatal(err)
+			}
+		}, func(p testPartition) string { return p.file(mid, ".txnindex") + ": missing" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := buildPartition(t)
+			wantExit(t, 0, "verify", p.dir)
+			tc.damage(t, p)
+			stdout, stderr := wantExit(t, 1, "verify", p.dir)
+			if want := tc.want(p); strings.Count(stdout, want) != 1 || stderr != "" {
+				t.Errorf("want %q once on stdout, nothing on stderr; stdout:\n%s\nstderr:\n%s", want, stdout, stderr)
+			}
+		})
+	}
+}
+
+// What a crash leaves at the end of a log not closed cleanly (a torn last
+// batch, .txnindex entries whose markers it took) is repaired by the next
+// open: exit 3, with the bytes recovery cuts and where. The same files in a
+// log closed cleanly are corruption.
+func TestVerifyRepairableCrashImages(t *testing.T) {
+	p := buildPartition(t)
+	lastLog := p.file(len(p.segs)-1, ".log")
+	starts := batchStarts(t, lastLog)
+	st, err := os.Stat(lastLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := starts[len(starts)-1]
+	modify(t, lastLog, func(b []byte) []byte {
+		b[torn+batch.HeaderSize] ^= 0xff
+		return b
+	})
+	// An aborted transaction whose marker was the torn batch.
+	entry := make([]byte, 34)
+	binary.BigEndian.PutUint64(entry[2:], 7)
+	binary.BigEndian.PutUint64(entry[10:], uint64(p.bases[len(p.bases)-1]))
+	binary.BigEndian.PutUint64(entry[18:], uint64(testBatches*testRecords-1))
+	binary.BigEndian.PutUint64(entry[26:], uint64(testBatches*testRecords))
+	if err := os.WriteFile(p.file(len(p.segs)-1, ".txnindex"), entry, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := wantExit(t, 1, "verify", p.dir)
+	if !strings.Contains(out, lastLog+": batch at position") {
+		t.Errorf("closed cleanly: stdout:\n%s", out)
+	}
+
+	// A crash: no clean-shutdown marker, and a recovery point below the
+	// torn batch (it never passes what was synced).
+	if err := os.Remove(filepath.Join(p.dir, ".kafka_cleanshutdown")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(p.dir, "recovery-point-offset-checkpoint"), checkpointV1(p.bases[len(p.bases)-1]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _ = wantExit(t, 3, "verify", p.dir)
+	for _, want := range []string{
+		fmt.Sprintf("repairable: %s: unclean tail that recovery will cut (%d bytes, from position %d)", lastLog, st.Size()-torn, torn),
+		"repairable: " + strings.TrimSuffix(lastLog, ".log") + ".txnindex: 1 entries whose abort markers did not survive",
+		"REPAIRABLE",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	// Corruption elsewhere outranks it.
+	modify(t, p.file(0, ".log"), func(b []byte) []byte { b[batch.HeaderSize+5] ^= 1; return b })
+	wantExit(t, 1, "verify", p.dir)
 }
