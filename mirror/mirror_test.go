@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -187,8 +188,14 @@ func TestRunCopiesCommittedRecordsOnceAndResumes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if i := slices.IndexFunc(pcfg, func(c engine.ConfigEntry) bool { return c.Name == "retention.ms" }); i < 0 || pcfg[i].Value != "-1" {
-			t.Fatalf("positions topic config %+v; want retention.ms -1", pcfg)
+		value := func(name string) string {
+			if i := slices.IndexFunc(pcfg, func(c engine.ConfigEntry) bool { return c.Name == name }); i >= 0 {
+				return pcfg[i].Value
+			}
+			return ""
+		}
+		if policy := value("cleanup.policy"); strings.Contains(policy, "delete") && value("retention.ms") != "-1" {
+			t.Fatalf("positions topic: cleanup.policy %q, retention.ms %q; want no deletion by age", policy, value("retention.ms"))
 		}
 		got := readAll(t, ctx, "orders", 3, opts...)
 		for p := range int32(3) {
