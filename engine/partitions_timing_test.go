@@ -1,0 +1,116 @@
+package engine
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// openFDs counts the process's open descriptors.
+func openFDs(tb testing.TB) int {
+	tb.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return len(ents)
+}
+
+// allocatedBytes is what dir holds on disk: allocated blocks (du), not
+// apparent sizes, so preallocated space counts and holes do not.
+func allocatedBytes(tb testing.TB, dir string) int64 {
+	tb.Helper()
+	var total int64
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			total += st.Blocks * 512
+		}
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return total
+}
+
+// liveHeap is the heap in use after a collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// BenchmarkPartitionsLifecycle measures, for a topic of N empty partitions
+// in a fresh data dir: CreateTopic, a clean Close, a clean Open, a second
+// Close, and what each idle partition costs once the data dir is open
+// again (heap, descriptors, goroutines) and on disk (disk-created: right
+// after CreateTopic; disk: after the clean Close). Run it with
+// -benchtime=1x: one lifecycle is one op.
+func BenchmarkPartitionsLifecycle(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) {
+			var create, close1, open, close2 time.Duration
+			var heap, fds, goroutines, disk, diskOpen float64
+			for range b.N {
+				dir := b.TempDir()
+				e, err := Open(dir, Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				t0 := time.Now()
+				if err := e.CreateTopic("t", n); err != nil {
+					b.Fatal(err)
+				}
+				create += time.Since(t0)
+				diskOpen += float64(allocatedBytes(b, dir)) / float64(n)
+				t0 = time.Now()
+				if err := e.Close(); err != nil {
+					b.Fatal(err)
+				}
+				close1 += time.Since(t0)
+				disk += float64(allocatedBytes(b, dir)) / float64(n)
+
+				heap0, fds0, g0 := liveHeap(), openFDs(b), runtime.NumGoroutine()
+				t0 = time.Now()
+				e, err = Open(dir, Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				open += time.Since(t0)
+				heap += (float64(liveHeap()) - float64(heap0)) / float64(n)
+				fds += float64(openFDs(b)-fds0) / float64(n)
+				goroutines += float64(runtime.NumGoroutine()-g0) / float64(n)
+				t0 = time.Now()
+				if err := e.Close(); err != nil {
+					b.Fatal(err)
+				}
+				close2 += time.Since(t0)
+			}
+			per := float64(b.N)
+			b.ReportMetric(create.Seconds()/per, "create-s")
+			b.ReportMetric(close1.Seconds()/per, "close-s")
+			b.ReportMetric(open.Seconds()/per, "open-s")
+			b.ReportMetric(close2.Seconds()/per, "reclose-s")
+			b.ReportMetric(heap/per, "heap-B/part")
+			b.ReportMetric(fds/per, "fds/part")
+			b.ReportMetric(goroutines/per, "goroutines/part")
+			b.ReportMetric(diskOpen/per, "disk-created-B/part")
+			b.ReportMetric(disk/per, "disk-B/part")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
