@@ -121,7 +121,9 @@ func applyTopicConfig(o *partition.Options, cfg map[string]string) error {
 	return nil
 }
 
-func writeTopicConfig(dir string, cfg map[string]string) error {
+// topicConfigBytes is the content of a partition's topic.config, nil
+// when there are no overrides (the file is then not written).
+func topicConfigBytes(cfg map[string]string) []byte {
 	if len(cfg) == 0 {
 		return nil
 	}
@@ -134,10 +136,7 @@ func writeTopicConfig(dir string, cfg map[string]string) error {
 	for _, n := range names {
 		fmt.Fprintf(&b, "%s=%s\n", n, strings.TrimSpace(cfg[n]))
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("cannot create partition dir: %w", err)
-	}
-	return fsutil.WriteFileAtomic(filepath.Join(dir, topicConfigFile), b.Bytes())
+	return b.Bytes()
 }
 
 // readTopicConfig returns a partition directory's overrides (nil if none).
