@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idemlog/idemlog/batch"
 )
 
 // openFDs counts the process's open descriptors.
@@ -67,7 +69,7 @@ func BenchmarkPartitionsLifecycle(b *testing.B) {
 			var heap, fds, goroutines, disk, diskOpen float64
 			for range b.N {
 				dir := b.TempDir()
-				e, err := Open(dir, Options{})
+				e, err := Open(dir, Options{MaxPartitions: -1})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -86,7 +88,7 @@ func BenchmarkPartitionsLifecycle(b *testing.B) {
 
 				heap0, fds0, g0 := liveHeap(), openFDs(b), runtime.NumGoroutine()
 				t0 = time.Now()
-				e, err = Open(dir, Options{})
+				e, err = Open(dir, Options{MaxPartitions: -1})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -111,6 +113,60 @@ func BenchmarkPartitionsLifecycle(b *testing.B) {
 			b.ReportMetric(diskOpen/per, "disk-created-B/part")
 			b.ReportMetric(disk/per, "disk-B/part")
 			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// BenchmarkAppendAmongIdlePartitions appends 1 KiB batches to one
+// partition, alone in its data dir (idle=0) and beside 10,000 idle
+// partitions that were created, closed and opened again: the idle ones
+// must cost the busy one nothing.
+func BenchmarkAppendAmongIdlePartitions(b *testing.B) {
+	bld := batch.NewBuilder(batch.CodecNone)
+	for range 10 {
+		bld.Append(1, nil, make([]byte, 100), nil)
+	}
+	rec, err := bld.Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec = append([]byte(nil), rec...)
+	for _, idle := range []int{0, 10000} {
+		b.Run(fmt.Sprintf("idle=%d", idle), func(b *testing.B) {
+			dir := b.TempDir()
+			e, err := Open(dir, Options{MaxPartitions: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if idle > 0 {
+				if err := e.CreateTopic("idle", idle); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := e.CreateTopic("busy", 1); err != nil {
+				b.Fatal(err)
+			}
+			if err := e.Close(); err != nil {
+				b.Fatal(err)
+			}
+			if e, err = Open(dir, Options{MaxPartitions: -1}); err != nil {
+				b.Fatal(err)
+			}
+			p, err := e.Partition("busy", 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(rec)))
+			b.ResetTimer()
+			for range b.N {
+				if _, err := p.Append(rec); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			if err := e.Close(); err != nil {
+				b.Fatal(err)
+			}
 		})
 	}
 }

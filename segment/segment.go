@@ -401,6 +401,14 @@ func (s *Segment) FlushStage() error {
 // the previous one, before counting this append.
 func (s *Segment) index(b batch.Batch, baseOffset, pos int64) error {
 	ts, last := b.MaxTimestamp(), baseOffset+int64(b.LastOffsetDelta())
+	skip := s.recovering && s.IndexFull()
+	if s.bytesSinceIndex > s.opts.IndexIntervalBytes && !skip {
+		// The index files grow as they fill: their blocks first, before
+		// anything changes, so that a full disk refuses the append whole.
+		if err := errors.Join(s.offsets.ReserveNext(), s.times.ReserveNext()); err != nil {
+			return fmt.Errorf("cannot index batch at %d: %w", pos, ioErr(err))
+		}
+	}
 	if s.firstTimestamp < 0 {
 		s.firstTimestamp = ts
 	}
@@ -412,7 +420,6 @@ func (s *Segment) index(b batch.Batch, baseOffset, pos int64) error {
 	// stay sparse past it, which lookups, scanning forward from the last
 	// entry, only pay for in time; an active segment then rolls (Fits).
 	// Appends never meet a full index: Fits rolls first.
-	skip := s.recovering && s.IndexFull()
 	if s.bytesSinceIndex > s.opts.IndexIntervalBytes && !skip {
 		if err := s.offsets.Append(last, pos); err != nil {
 			return fmt.Errorf("cannot index batch at %d: %w", pos, err)
