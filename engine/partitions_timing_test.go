@@ -47,6 +47,14 @@ func allocatedBytes(tb testing.TB, dir string) int64 {
 	return total
 }
 
+// cpuTime is the CPU time (user and system) the process used so far: on a
+// shared machine it tells the work done from the wait for a core.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // liveHeap is the heap in use after a collection.
 func liveHeap() uint64 {
 	runtime.GC()
@@ -61,11 +69,14 @@ func liveHeap() uint64 {
 // Close, and what each idle partition costs once the data dir is open
 // again (heap, descriptors, goroutines) and on disk (disk-created: right
 // after CreateTopic; disk: after the clean Close). Run it with
-// -benchtime=1x: one lifecycle is one op.
+// -benchtime=1x: one lifecycle is one op. The -cpu-s metrics are the
+// process's CPU time (user and system) over the phase: on a shared
+// machine, the work done as against the wait for a core.
 func BenchmarkPartitionsLifecycle(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
 		b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) {
 			var create, close1, open, close2 time.Duration
+			var createCPU, openCPU time.Duration
 			var heap, fds, goroutines, disk, diskOpen float64
 			for range b.N {
 				dir := b.TempDir()
@@ -73,11 +84,12 @@ func BenchmarkPartitionsLifecycle(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				t0 := time.Now()
+				t0, c0 := time.Now(), cpuTime()
 				if err := e.CreateTopic("t", n); err != nil {
 					b.Fatal(err)
 				}
 				create += time.Since(t0)
+				createCPU += cpuTime() - c0
 				diskOpen += float64(allocatedBytes(b, dir)) / float64(n)
 				t0 = time.Now()
 				if err := e.Close(); err != nil {
@@ -87,12 +99,13 @@ func BenchmarkPartitionsLifecycle(b *testing.B) {
 				disk += float64(allocatedBytes(b, dir)) / float64(n)
 
 				heap0, fds0, g0 := liveHeap(), openFDs(b), runtime.NumGoroutine()
-				t0 = time.Now()
+				t0, c0 = time.Now(), cpuTime()
 				e, err = Open(dir, Options{MaxPartitions: -1})
 				if err != nil {
 					b.Fatal(err)
 				}
 				open += time.Since(t0)
+				openCPU += cpuTime() - c0
 				heap += (float64(liveHeap()) - float64(heap0)) / float64(n)
 				fds += float64(openFDs(b)-fds0) / float64(n)
 				goroutines += float64(runtime.NumGoroutine()-g0) / float64(n)
@@ -104,6 +117,8 @@ func BenchmarkPartitionsLifecycle(b *testing.B) {
 			}
 			per := float64(b.N)
 			b.ReportMetric(create.Seconds()/per, "create-s")
+			b.ReportMetric(createCPU.Seconds()/per, "create-cpu-s")
+			b.ReportMetric(openCPU.Seconds()/per, "open-cpu-s")
 			b.ReportMetric(close1.Seconds()/per, "close-s")
 			b.ReportMetric(open.Seconds()/per, "open-s")
 			b.ReportMetric(close2.Seconds()/per, "reclose-s")

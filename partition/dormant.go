@@ -8,9 +8,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/idemlog/idemlog/internal/fsutil"
+	"github.com/idemlog/idemlog/segment"
 )
 
 // A dormant log (Options.Lazy) is one opened after a clean shutdown whose
@@ -95,31 +97,57 @@ func readCleanShutdown(dir string) (st cleanShutdownState, ok bool, err error) {
 // first append. No crash leaves a log without a segment once it had one:
 // a roll makes the next segment before the old one can go.
 func (l *Log) openDormant() (ok bool, err error) {
-	st, ok, err := readCleanShutdown(l.dir)
+	// One listing says which files there are: only those are read.
+	ents, err := os.ReadDir(l.dir)
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("cannot list partition dir: %w", err)
 	}
-	if !ok {
-		if fsutil.Exists(filepath.Join(l.dir, cleanShutdownFile)) {
-			return false, nil
+	var bases []int64
+	var marker, rpFile, lsFile, segmentFiles bool
+	for _, e := range ents {
+		name := e.Name()
+		switch {
+		case name == cleanShutdownFile:
+			marker = true
+		case name == recoveryPointFile:
+			rpFile = true
+		case name == logStartFile:
+			lsFile = true
+		case strings.HasSuffix(name, ".deleted") || strings.HasSuffix(name, ".cleaned") ||
+			strings.HasSuffix(name, ".swap") || strings.HasSuffix(name, ".tmp"):
+			return false, nil // leftovers: the eager open removes them
+		default:
+			if base, ok := segment.ParseName(name, ".log"); ok {
+				bases = append(bases, base)
+			}
+			for _, suffix := range []string{".log", ".index", ".timeindex", ".txnindex", ".snapshot"} {
+				if strings.HasSuffix(name, suffix) {
+					segmentFiles = true
+				}
+			}
 		}
-		fresh, err := holdsNoSegment(l.dir)
-		if err != nil || !fresh {
+	}
+	slices.Sort(bases)
+	var st cleanShutdownState
+	if marker {
+		if st, ok, err = readCleanShutdown(l.dir); err != nil || !ok {
 			return false, err
 		}
+	} else if segmentFiles {
+		return false, nil
+	} else {
 		st = cleanShutdownState{FirstSegmentMaxTimestamp: -1, LogEndOffset: -1}
 	}
-	recoveryPoint, err := readCheckpoint(filepath.Join(l.dir, recoveryPointFile))
-	if err != nil {
-		return false, err
+	var recoveryPoint, logStart int64
+	if rpFile {
+		if recoveryPoint, err = readCheckpoint(filepath.Join(l.dir, recoveryPointFile)); err != nil {
+			return false, err
+		}
 	}
-	logStart, err := readCheckpoint(filepath.Join(l.dir, logStartFile))
-	if err != nil {
-		return false, err
-	}
-	bases, err := listSegments(l.dir)
-	if err != nil {
-		return false, err
+	if lsFile {
+		if logStart, err = readCheckpoint(filepath.Join(l.dir, logStartFile)); err != nil {
+			return false, err
+		}
 	}
 	leo := st.LogEndOffset
 	if leo < 0 {
@@ -199,23 +227,6 @@ func (l *Log) awakenLocked() error {
 		return err
 	}
 	return nil
-}
-
-// holdsNoSegment reports whether dir holds no segment file and no
-// producer snapshot.
-func holdsNoSegment(dir string) (bool, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return false, fmt.Errorf("cannot list partition dir: %w", err)
-	}
-	for _, e := range ents {
-		for _, suffix := range []string{".log", ".index", ".timeindex", ".txnindex", ".snapshot"} {
-			if strings.HasSuffix(e.Name(), suffix) {
-				return false, nil
-			}
-		}
-	}
-	return true, nil
 }
 
 // retentionDueDormant reports whether a retention pass over a dormant log
