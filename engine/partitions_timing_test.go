@@ -185,3 +185,43 @@ func BenchmarkAppendAmongIdlePartitions(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCloseWrittenPartitions closes a data dir of N partitions that
+// each took one append since it opened: every one was woken and has its
+// segment, indexes, snapshot, checkpoints and marker to sync.
+func BenchmarkCloseWrittenPartitions(b *testing.B) {
+	rec := plainRecordBatch(b, "v")
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) {
+			var closing, closingCPU time.Duration
+			for range b.N {
+				dir := b.TempDir()
+				e, err := Open(dir, Options{MaxPartitions: -1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := e.CreateTopic("t", n); err != nil {
+					b.Fatal(err)
+				}
+				for i := range n {
+					p, err := e.Partition("t", i)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := p.Append(rec); err != nil {
+						b.Fatal(err)
+					}
+				}
+				t0, c0 := time.Now(), cpuTime()
+				if err := e.Close(); err != nil {
+					b.Fatal(err)
+				}
+				closing += time.Since(t0)
+				closingCPU += cpuTime() - c0
+			}
+			b.ReportMetric(closing.Seconds()/float64(b.N), "close-s")
+			b.ReportMetric(closingCPU.Seconds()/float64(b.N), "close-cpu-s")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}

@@ -452,7 +452,10 @@ func (s *Segment) reserve(end int64) error {
 		// the syncs into it).
 		return s.reserveLocked(end, end+zeroPiece)
 	}
-	return s.reserveLocked(end, end+s.opts.ReserveAhead)
+	// Ahead in proportion to what the segment holds, up to ReserveAhead:
+	// the first small append of a segment reserves a piece, not the
+	// whole run (its owner's Prepare reserves further in the background).
+	return s.reserveLocked(end, end+min(s.opts.ReserveAhead, max(zeroPiece, end)))
 }
 
 // fillWait waits, under resMu, for the zero fill in flight.
