@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -55,6 +57,26 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// residentBytes is the process's resident set (VmRSS).
+func residentBytes(tb testing.TB) int64 {
+	tb.Helper()
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	tb.Fatal("no VmRSS in /proc/self/status")
+	return 0
+}
+
 // liveHeap is the heap in use after a collection.
 func liveHeap() uint64 {
 	runtime.GC()
@@ -68,7 +90,8 @@ func liveHeap() uint64 {
 // in a fresh data dir: CreateTopic, a clean Close, a clean Open, a second
 // Close, and what each idle partition costs once the data dir is open
 // again (heap, descriptors, goroutines) and on disk (disk-created: right
-// after CreateTopic; disk: after the clean Close). Run it with
+// after CreateTopic; disk: after the clean Close; rss: the whole test
+// process's resident set with the data dir open again). Run it with
 // -benchtime=1x: one lifecycle is one op. The -cpu-s metrics are the
 // process's CPU time (user and system) over the phase: on a shared
 // machine, the work done as against the wait for a core.
@@ -77,7 +100,7 @@ func BenchmarkPartitionsLifecycle(b *testing.B) {
 		b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) {
 			var create, close1, open, close2 time.Duration
 			var createCPU, openCPU time.Duration
-			var heap, fds, goroutines, disk, diskOpen float64
+			var heap, fds, goroutines, disk, diskOpen, rss float64
 			for range b.N {
 				dir := b.TempDir()
 				e, err := Open(dir, Options{MaxPartitions: -1})
@@ -109,6 +132,7 @@ func BenchmarkPartitionsLifecycle(b *testing.B) {
 				heap += (float64(liveHeap()) - float64(heap0)) / float64(n)
 				fds += float64(openFDs(b)-fds0) / float64(n)
 				goroutines += float64(runtime.NumGoroutine()-g0) / float64(n)
+				rss += float64(residentBytes(b))
 				t0 = time.Now()
 				if err := e.Close(); err != nil {
 					b.Fatal(err)
@@ -127,6 +151,7 @@ func BenchmarkPartitionsLifecycle(b *testing.B) {
 			b.ReportMetric(goroutines/per, "goroutines/part")
 			b.ReportMetric(diskOpen/per, "disk-created-B/part")
 			b.ReportMetric(disk/per, "disk-B/part")
+			b.ReportMetric(rss/per, "rss-B")
 			b.ReportMetric(0, "ns/op")
 		})
 	}
