@@ -30,8 +30,9 @@ func ioWorkers(n int) int {
 	return max(1, min(n, 4*runtime.GOMAXPROCS(0), 64))
 }
 
-// openProgressEvery is how often a long Open logs how far it got.
-const openProgressEvery = 10 * time.Second
+// openProgressEvery is how often a long Open logs how far it got (a
+// variable for tests).
+var openProgressEvery = 10 * time.Second
 
 // openPartitions opens dirs in parallel (ioWorkers at a time), logging
 // progress every openProgressEvery while it lasts: a data dir that was
