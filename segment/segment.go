@@ -671,7 +671,11 @@ func (s *Segment) AbortedTxns() *txnindex.Index { return s.txns }
 // Sync makes everything written durable (fdatasync covers pages dirtied
 // through the mapping as well as by pwrite) and syncs the indexes.
 func (s *Segment) Sync() error {
-	if err := s.log.Sync(); err != nil {
+	f, err := s.logFile() // openSealed let it go
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
 		return fmt.Errorf("cannot sync segment %d: %w", s.base, ioErr(err))
 	}
 	return s.SyncIndexes()
@@ -772,6 +776,21 @@ func (s *Segment) Delete() error {
 		}
 	}
 	return err
+}
+
+// logFile returns the .log's descriptor, opening the file again if
+// openSealed let it go. Writer only (the segment's owner, never
+// concurrently with a syncer: a sealed segment has none).
+func (s *Segment) logFile() (*os.File, error) {
+	if s.log != nil {
+		return s.log, nil
+	}
+	f, err := os.OpenFile(s.path(".log"), os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open segment %d: %w", s.base, ioErr(err))
+	}
+	s.log, s.fd = f, int(f.Fd())
+	return f, nil
 }
 
 // IOError wraps err from a file operation as ErrNoSpace (a full disk) or
