@@ -1,14 +1,13 @@
 package engine
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -58,6 +57,14 @@ type Options struct {
 	// program that configured nothing still hears of data a damaged file
 	// cost; slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
+	// MaxPartitions caps the partitions of the data dir, internal topics
+	// included: a creation that would pass it is refused whole with
+	// ErrResourceLimit (0: DefaultMaxPartitions; negative: no cap).
+	MaxPartitions int
+	// DiskReserve is the free space a creation of partitions must leave on
+	// the data dir's filesystem (0: DefaultDiskReserve, or 1% of the
+	// filesystem where that is less; negative: none).
+	DiskReserve int64
 }
 
 func (o Options) withDefaults() Options {
@@ -72,6 +79,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaintainInterval == 0 && o.Now == nil {
 		o.MaintainInterval = time.Second
+	}
+	if o.MaxPartitions == 0 {
+		o.MaxPartitions = DefaultMaxPartitions
+	}
+	if o.DiskReserve == 0 {
+		o.DiskReserve = defaultDiskReserve
 	}
 	if o.RetentionInterval <= 0 {
 		o.RetentionInterval = 5 * time.Minute
@@ -191,6 +204,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 		return fail(fmt.Errorf("cannot list data dir: %w", err)) // releases the lock
 	}
 	has := map[*Partition]bool{}
+	var found []partitionDir
 	for _, ent := range entries {
 		if strings.HasPrefix(ent.Name(), createDirPrefix) {
 			// A partition whose creation a crash cut short: CreateTopic
@@ -211,12 +225,17 @@ func Open(dir string, opts Options) (*Engine, error) {
 		if !ok {
 			continue
 		}
-		p, hasID, err := openPartition(filepath.Join(dir, ent.Name()), topic, index, &e.opts, &e.closed)
-		if err != nil {
-			return fail(err)
+		found = append(found, partitionDir{name: ent.Name(), topic: topic, index: index})
+	}
+	opened, err := openPartitions(dir, found, &e.opts, &e.closed)
+	for i, o := range opened {
+		if o.p != nil {
+			parts[found[i].name] = o.p
+			has[o.p] = o.hasID
 		}
-		parts[ent.Name()] = p
-		has[p] = hasID
+	}
+	if err != nil {
+		return fail(err)
 	}
 	for _, p := range parts {
 		p.producers.Range(func(pid int64, _ *pidtable.State) bool {
@@ -429,33 +448,65 @@ func (e *Engine) createTopic(topic string, partitions int, cfg map[string]string
 		}
 	}
 	parts := maps.Clone(*e.parts.Load())
-	var err error
-	added := false
+	var missing []int
 	for i := range partitions {
+		if parts[partitionKey(topic, i)] == nil {
+			missing = append(missing, i)
+		}
+	}
+	// Before anything is created, or even looked for on disk: a request
+	// the machine cannot hold is refused whole, leaving the engine as it
+	// was.
+	if err := e.checkCapacity(topic, len(parts), len(missing)); err != nil {
+		return err
+	}
+	var newDirs []string
+	for _, i := range missing {
 		key := partitionKey(topic, i)
-		if parts[key] != nil {
-			continue
+		if _, serr := os.Stat(filepath.Join(e.dir, key)); os.IsNotExist(serr) {
+			newDirs = append(newDirs, key)
 		}
-		dir := filepath.Join(e.dir, key)
-		var p *Partition
-		var hasID bool
-		if _, serr := os.Stat(dir); os.IsNotExist(serr) {
-			if err = createPartitionDir(e.dir, key, cfg, id); err != nil {
-				break
+	}
+	var err error
+	if len(newDirs) > 0 {
+		var created []string
+		created, err = createPartitionDirs(e.dir, newDirs, cfg, id)
+		if err != nil {
+			// Only the directories created are opened below; CreateTopic
+			// again makes the rest.
+			made := map[string]bool{}
+			for _, key := range created {
+				made[key] = true
 			}
+			kept := missing[:0]
+			for _, i := range missing {
+				key := partitionKey(topic, i)
+				if made[key] || !slices.Contains(newDirs, key) {
+					kept = append(kept, i)
+				}
+			}
+			missing = kept
 		}
-		if p, hasID, err = openPartition(dir, topic, i, &e.opts, &e.closed); err != nil {
+	}
+	added := false
+	for _, i := range missing {
+		key := partitionKey(topic, i)
+		dir := filepath.Join(e.dir, key)
+		p, hasID, oerr := openPartition(dir, topic, i, &e.opts, &e.closed)
+		if oerr != nil {
+			err = errors.Join(err, oerr)
 			break
 		}
 		if hasID && p.topicID != id {
 			// Only a directory made behind the engine's back can hold
 			// another id: refuse rather than mix two topics.
-			err = fmt.Errorf("cannot create %s: it holds topic id %s, the topic's is %s", key, TopicIDString(p.topicID), TopicIDString(id))
+			err = errors.Join(err, fmt.Errorf("cannot create %s: it holds topic id %s, the topic's is %s", key, TopicIDString(p.topicID), TopicIDString(id)))
 			p.close()
 			break
 		}
 		if !hasID {
-			if err = writePartitionMetadata(dir, id); err != nil {
+			if werr := writePartitionMetadata(dir, id); werr != nil {
+				err = errors.Join(err, werr)
 				p.close()
 				break
 			}
@@ -473,36 +524,6 @@ func (e *Engine) createTopic(topic string, partitions int, cfg map[string]string
 		}
 	}
 	return err
-}
-
-// createPartitionDir makes a partition's directory with its topic config
-// and partition.metadata in place, atomically: under a temporary name,
-// renamed to key, then the data dir synced. A crash in between left a
-// directory with no config (or half of one), which Open took for a
-// partition without overrides and CreateTopic then kept: the overrides were
-// lost. The sync of the data dir makes the new partition's name durable
-// before anything is appended to it. (From review.)
-func createPartitionDir(dataDir, key string, cfg map[string]string, id [16]byte) error {
-	var rnd [8]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return fmt.Errorf("cannot create %s: %w", key, err)
-	}
-	tmp := filepath.Join(dataDir, createDirPrefix+hex.EncodeToString(rnd[:]))
-	if err := os.Mkdir(tmp, 0o755); err != nil {
-		return fmt.Errorf("cannot create %s: %w", key, err)
-	}
-	err := writeTopicConfig(tmp, cfg)
-	if err == nil {
-		err = writePartitionMetadata(tmp, id)
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dataDir, key))
-	}
-	if err != nil {
-		_ = os.RemoveAll(tmp)
-		return fmt.Errorf("cannot create %s: %w", key, err)
-	}
-	return fsutil.SyncDir(dataDir)
 }
 
 // Partition returns a partition, or ErrUnknownTopicOrPartition.
@@ -572,10 +593,7 @@ func (e *Engine) Close() error {
 	if e.closed.Swap(true) {
 		return ErrClosed
 	}
-	var errs []error
-	for _, p := range *e.parts.Load() {
-		errs = append(errs, p.close())
-	}
+	errs := closePartitions(*e.parts.Load())
 	// No producer id may be handed out once the lock is released: another
 	// engine may be handing out the same ones. (From review.)
 	e.pids.close()

@@ -42,7 +42,7 @@ type Partition struct {
 	// batch is checked against one version of them.
 	settings atomic.Pointer[topicSettings]
 
-	producers *pidtable.Table
+	producers *producerTable
 	txns      *openTxns
 	// onMarker, if set (internal topics: the consumer-offsets store, which
 	// sets it on first use, possibly while markers are being written), sees
@@ -87,9 +87,12 @@ func openPartition(dir, topic string, index int, opts *Options, engineClosed *at
 	// the log never refuses what the log holds (MaxProducersPerPartition
 	// lowered since, say). (From review: the open failed.)
 	p = &Partition{topic: topic, index: index, opts: opts, engineClosed: engineClosed, txns: newOpenTxns(),
-		producers: pidtable.New(pidtable.Options{})}
+		producers: &producerTable{}}
 	lopts := opts.Partition
 	lopts.Snapshot = p.snapshotImage
+	// A partition closed cleanly stays dormant until first used: an idle
+	// one costs no descriptor, mapping or goroutine (partition.Options.Lazy).
+	lopts.Lazy = true
 	cfg, err := openTopicConfig(dir)
 	var settings *topicSettings
 	if err == nil {

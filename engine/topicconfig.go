@@ -126,7 +126,11 @@ func applyTopicConfig(o *partition.Options, cfg map[string]string) (*topicSettin
 	return s, nil
 }
 
-func writeTopicConfig(dir string, cfg map[string]string) error {
+// topicConfigBytes is the content of a partition's topic.config: the
+// checksum header, then one "name=value" line per override (none for a
+// topic without overrides: the file exists for every partition, so that a
+// lost one is noticed).
+func topicConfigBytes(cfg map[string]string) []byte {
 	names := make([]string, 0, len(cfg))
 	for n := range cfg {
 		names = append(names, n)
@@ -136,11 +140,16 @@ func writeTopicConfig(dir string, cfg map[string]string) error {
 	for _, n := range names {
 		fmt.Fprintf(&b, "%s=%s\n", n, strings.TrimSpace(cfg[n]))
 	}
+	out := fmt.Appendf(nil, "%s%08x\n", topicConfigHeader, crc32.Checksum(b.Bytes(), crc32.MakeTable(crc32.Castagnoli)))
+	return append(out, b.Bytes()...)
+}
+
+// writeTopicConfig replaces a partition directory's topic.config durably.
+func writeTopicConfig(dir string, cfg map[string]string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("cannot create partition dir: %w", err)
 	}
-	out := fmt.Appendf(nil, "%s%08x\n", topicConfigHeader, crc32.Checksum(b.Bytes(), crc32.MakeTable(crc32.Castagnoli)))
-	return fsutil.WriteFileAtomic(filepath.Join(dir, topicConfigFile), append(out, b.Bytes()...))
+	return fsutil.WriteFileAtomic(filepath.Join(dir, topicConfigFile), topicConfigBytes(cfg))
 }
 
 // openTopicConfig returns a partition directory's overrides for its open.

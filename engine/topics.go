@@ -154,11 +154,15 @@ func readPartitionMetadata(dir string) (id [16]byte, ok bool, err error) {
 // writePartitionMetadata writes dir's partition.metadata atomically and
 // makes it durable.
 func writePartitionMetadata(dir string, id [16]byte) error {
-	data := fmt.Appendf(nil, "version: 0\ntopic_id: %s\n", TopicIDString(id))
-	if err := fsutil.WriteFileAtomic(filepath.Join(dir, partitionMetadataFile), data); err != nil {
+	if err := fsutil.WriteFileAtomic(filepath.Join(dir, partitionMetadataFile), partitionMetadataBytes(id)); err != nil {
 		return err
 	}
 	return fsutil.SyncDir(dir)
+}
+
+// partitionMetadataBytes is the content of partition.metadata.
+func partitionMetadataBytes(id [16]byte) []byte {
+	return fmt.Appendf(nil, "version: 0\ntopic_id: %s\n", TopicIDString(id))
 }
 
 // assignTopicIDs gives every partition opened from disk its topic's id,

@@ -54,7 +54,10 @@ type core struct {
 	f        *os.File
 	writable bool
 	closed   bool
-	// size is the file's length in bytes.
+	// size is the file's length in bytes. A writable index's mapping
+	// covers its whole capacity (maxEntries) from the start, but its file
+	// grows only as entries fill it (grow): an index of an idle or small
+	// segment holds a block, not segment.index.bytes.
 	size int64
 	// maxEntries is the capacity: entries that may be stored. Writer-only.
 	maxEntries int
@@ -142,13 +145,13 @@ func (c *core) open(path string, base int64, maxBytes int, writable bool, scan f
 			}
 		}
 		capBytes = max(capBytes, int(used))
-		if err := mmap.Fallocate(f, used, int64(capBytes)-used); err != nil {
-			return fail(err)
-		}
+		// Mapped at full capacity, allocated only up to the used prefix:
+		// grow extends the file (with allocated blocks, so a store never
+		// meets a hole on a full disk) before an entry lands past it.
 		if m, err = mmap.Map(f, 0, capBytes, true); err != nil {
 			return fail(err)
 		}
-		size = int64(capBytes)
+		size = used
 		c.f = f
 	}
 
@@ -156,11 +159,35 @@ func (c *core) open(path string, base int64, maxBytes int, writable bool, scan f
 	if m != nil {
 		c.buf = m.Bytes()
 	}
-	c.maxEntries = int(size) / c.entrySize
+	c.maxEntries = capBytes / c.entrySize
 	if !writable {
 		c.maxEntries = n
 	}
 	c.n.Store(int64(n))
+	return nil
+}
+
+// growMinBytes is the least a writable index's file grows by: a block.
+const growMinBytes = 4096
+
+// grow makes the file long enough for entry n (0-based), doubling it
+// (at least growMinBytes, at most the capacity, in whole entries) with
+// allocated blocks: Kafka sizes an index at its maximum and trims it at
+// the roll, which on a filesystem that allocates (fallocate) costs every
+// segment segment.index.bytes up front. Writer only; n < maxEntries.
+func (c *core) grow(n int) error {
+	need := int64(n+1) * int64(c.entrySize)
+	if need <= c.size {
+		return nil
+	}
+	capBytes := int64(c.maxEntries) * int64(c.entrySize)
+	want := min(capBytes, max(need, 2*c.size, growMinBytes))
+	want -= want % int64(c.entrySize)
+	want = max(want, need)
+	if err := mmap.Fallocate(c.f, c.size, want-c.size); err != nil {
+		return fmt.Errorf("cannot grow %s %q to %d bytes: %w", c.kind, c.path, want, err)
+	}
+	c.size = want
 	return nil
 }
 

@@ -158,9 +158,9 @@ func TestOffsetAgainstModel(t *testing.T) {
 		}
 		reopened := mustOpenOffset(t, path, 0)
 		checkOffsetAgainstModel(t, reopened, es, r)
-		// Writable again and preallocated to the new maximum.
-		if st, _ := os.Stat(path); st.Size() != DefaultMaxBytes {
-			t.Fatalf("reopened size %d, want %d", st.Size(), DefaultMaxBytes)
+		// Writable again, at its used size: it grows as entries come.
+		if st, _ := os.Stat(path); st.Size() != int64(n*OffsetEntrySize) {
+			t.Fatalf("reopened size %d, want %d", st.Size(), n*OffsetEntrySize)
 		}
 		more := randomOffsets(r, 10)
 		for i := range more {
@@ -424,20 +424,45 @@ func TestByteLayout(t *testing.T) {
 	}
 }
 
-// TestPreallocated checks that the file gets real blocks, not a sparse
-// extension: that is what turns a full disk into an error at open.
-func TestPreallocated(t *testing.T) {
+// TestGrownAsFilled checks that a writable index's file grows with its
+// entries (doubling, from a block), not to its maximum at open, and that
+// every byte of it has real blocks, never a sparse extension: a full disk
+// is then an error of the append that grows it, not a SIGBUS on a store.
+func TestGrownAsFilled(t *testing.T) {
 	path := offsetPath(t)
-	mustOpenOffset(t, path, 0)
-	st, err := os.Stat(path)
+	x := mustOpenOffset(t, path, 0)
+	defer x.Close()
+	check := func(entries int) {
+		t.Helper()
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		used := int64(entries * OffsetEntrySize)
+		if st.Size() < used || st.Size() > max(2*used, growMinBytes) {
+			t.Fatalf("%d entries: file of %d bytes, want %d to %d", entries, st.Size(), used, max(2*used, growMinBytes))
+		}
+		if blocks := st.Sys().(*syscall.Stat_t).Blocks * 512; blocks < st.Size() {
+			t.Fatalf("%d entries: %d bytes allocated for a file of %d", entries, blocks, st.Size())
+		}
+	}
+	check(0)
+	for i := 1; i <= 5000; i++ {
+		if err := x.Append(testBase+int64(i), int64(i)*100); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 || i%997 == 0 || i == 5000 {
+			check(i)
+		}
+	}
+	tx, err := OpenTime(filepath.Join(t.TempDir(), "t.timeindex"), testBase, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Size() != DefaultMaxBytes {
-		t.Fatalf("size %d, want %d", st.Size(), DefaultMaxBytes)
-	}
-	if blocks := st.Sys().(*syscall.Stat_t).Blocks * 512; blocks < DefaultMaxBytes {
-		t.Fatalf("%d bytes allocated, want at least %d", blocks, DefaultMaxBytes)
+	defer tx.Close()
+	// The final slot has its blocks from the open on.
+	if tx.c.size < TimeEntrySize || tx.c.size > growMinBytes {
+		t.Fatalf("new time index file of %d bytes, want its first block", tx.c.size)
 	}
 }
 

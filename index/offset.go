@@ -113,10 +113,27 @@ func (x *OffsetIndex) Append(offset, position int64) error {
 	if rel <= lastRel || position <= lastPos {
 		return fmt.Errorf("cannot append to offset index %q: {%d, %d} after {%d, %d}: %w", c.path, offset, position, c.base+lastRel, lastPos, ErrOutOfOrder)
 	}
+	if err := c.grow(n); err != nil {
+		return err
+	}
 	e := c.buf[n*OffsetEntrySize : n*OffsetEntrySize+OffsetEntrySize]
 	binary.BigEndian.PutUint32(e, uint32(rel))
 	binary.BigEndian.PutUint32(e[4:], uint32(position))
 	c.n.Store(int64(n + 1)) // publish only now; see core.n
+	return nil
+}
+
+// ReserveNext makes sure the file has blocks for the next entry, so that
+// an append that also indexes can grow the file before it changes
+// anything. Writer only.
+func (x *OffsetIndex) ReserveNext() error {
+	c := &x.c
+	if err := c.errIfNotWritable("grow"); err != nil {
+		return err
+	}
+	if n := int(c.n.Load()); n < c.maxEntries {
+		return c.grow(n)
+	}
 	return nil
 }
 

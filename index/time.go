@@ -20,6 +20,15 @@ func OpenTime(path string, base int64, maxBytes int) (*TimeIndex, error) {
 	if err := x.c.open(path, base, maxBytes, true, scanTime); err != nil {
 		return nil, err
 	}
+	// The slot AppendFinal takes at a seal has its blocks from the start,
+	// and each MaybeAppend keeps one more: a seal never grows the file,
+	// so a full disk cannot fail it.
+	if n := int(x.c.n.Load()); n < x.c.maxEntries {
+		if err := x.c.grow(n); err != nil {
+			x.c.close()
+			return nil, err
+		}
+	}
 	return x, nil
 }
 
@@ -139,10 +148,36 @@ func (x *TimeIndex) append(timestamp, offset int64, final bool) error {
 	if n >= limit {
 		return fmt.Errorf("cannot append to time index %q: %d entries: %w", c.path, n, ErrFull)
 	}
+	if err := x.reserve(n, final); err != nil {
+		return err
+	}
 	e := c.buf[n*TimeEntrySize : n*TimeEntrySize+TimeEntrySize]
 	binary.BigEndian.PutUint64(e, uint64(timestamp))
 	binary.BigEndian.PutUint32(e[8:], uint32(rel))
 	c.n.Store(int64(n + 1)) // publish only now; see core.n
+	return nil
+}
+
+// reserve grows the file for entry n and, unless n is the final entry,
+// the final slot after it (see OpenTime).
+func (x *TimeIndex) reserve(n int, final bool) error {
+	if !final && n+1 < x.c.maxEntries {
+		n++
+	}
+	return x.c.grow(n)
+}
+
+// ReserveNext makes sure the file has blocks for the next entry (and the
+// final slot after it), so that an append that also indexes can grow the
+// file before it changes anything. Writer only.
+func (x *TimeIndex) ReserveNext() error {
+	c := &x.c
+	if err := c.errIfNotWritable("grow"); err != nil {
+		return err
+	}
+	if n := int(c.n.Load()); n < c.maxEntries {
+		return x.reserve(n, false)
+	}
 	return nil
 }
 

@@ -116,6 +116,9 @@ func (v *verifier) path(path string) error {
 	if len(segs)+len(others) > 0 {
 		return v.logDir(path, segs, others)
 	}
+	if v.emptyPartition(path) {
+		return nil
+	}
 	entries, err := os.ReadDir(path)
 	if err != nil {
 		return fmt.Errorf("cannot list %s: %w", path, err)
@@ -132,8 +135,12 @@ func (v *verifier) path(path string) error {
 			return err
 		}
 		// A directory without .log files is something else kept in the
-		// data directory, not a partition.
+		// data directory, not a partition, unless it is a partition
+		// nothing was appended to yet.
 		if len(segs)+len(others) == 0 {
+			if v.emptyPartition(dir) {
+				found = true
+			}
 			continue
 		}
 		found = true
@@ -145,6 +152,18 @@ func (v *verifier) path(path string) error {
 		return fmt.Errorf("cannot verify %s: no .log files in it or in its subdirectories", path)
 	}
 	return nil
+}
+
+// emptyPartition reports (and counts) a partition directory without
+// segments: the engine creates a partition with its partition.metadata
+// and nothing else, and its first segment at its first append.
+func (v *verifier) emptyPartition(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, "partition.metadata")); err != nil {
+		return false
+	}
+	v.sum.Partitions++
+	v.printf("%s: partition of 0 segments, nothing appended yet\n", dir)
+	return true
 }
 
 // logDir verifies a directory holding .log files: a partition directory

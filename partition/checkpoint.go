@@ -170,3 +170,7 @@ func ReadCheckpointFile(path string) (CheckpointFile, error) {
 	}
 	return out, nil
 }
+
+// sound reports whether the file read as what was written: absent, or in
+// either format with its checks passed.
+func (c checkpoint) sound() bool { return c.state != checkpointBad }

@@ -84,4 +84,13 @@
 // segment's batches reach the next one's base: what was cut is a recycled
 // file's stale tail) and rebuilds their indexes. The recovery point advances with every sync and is checkpointed
 // on rolls, flushes and Close; a stale checkpoint only lengthens the scan.
+//
+// With Options.Lazy, a log closed cleanly opens dormant: the marker
+// records the log end and what retention needs, and Open reads only it,
+// the checkpoints and the directory listing. The segments are opened at
+// the first append, read below the high watermark, lookup by time or
+// retention pass with something to delete, exactly as an eager Open
+// would; until then the log holds no descriptor, mapping or goroutine,
+// and its Close writes nothing (the marker still describes every file).
+// A directory without segments is dormant too, empty at its log start.
 package partition

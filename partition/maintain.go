@@ -38,7 +38,7 @@ type maintainer struct {
 // waitIdle returns once every task queued before the call has run.
 func (l *Log) waitIdle() {
 	l.mu.Lock()
-	if l.closed {
+	if l.closed || !l.started {
 		l.mu.Unlock()
 		return
 	}

@@ -35,8 +35,7 @@ const (
 func Open(dir string, opts Options) (*Log, error) {
 	opts = opts.withDefaults()
 	// ParseSyncPolicy refuses these; a policy built as a struct must be
-	// refused too. (From review: interval 0 panicked in the flusher's
-	// ticker, taking the process down.)
+	// refused too: interval 0 would panic in the flusher's ticker.
 	switch {
 	case opts.Sync.Kind == SyncInterval && opts.Sync.Interval <= 0:
 		return nil, fmt.Errorf("cannot open partition: fsync policy interval=%v: %w", opts.Sync.Interval, ErrInvalidSyncPolicy)
@@ -51,17 +50,47 @@ func Open(dir string, opts Options) (*Log, error) {
 		l.recycle = &recyclePool{}
 	}
 	l.sync.cond.L = &l.sync.mu
+	empty := []*segRef{}
+	l.segs.Store(&empty)
+	if opts.Lazy {
+		ok, err := l.openDormant()
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return l, nil
+		}
+	}
+	if err := l.openFiles(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// openFiles opens the log's segments, recovering them unless the
+// clean-shutdown marker is there, and starts its background work: the
+// whole of Open for a log that is not left dormant (Options.Lazy), and
+// the first use of one that is (awaken, under mu).
+func (l *Log) openFiles() error {
+	dir, opts := l.dir, l.opts
 	log := opts.Logger.With("dir", dir)
 	clean := fsutil.Exists(filepath.Join(dir, cleanShutdownFile))
 	rpCk, err := loadCheckpoint(filepath.Join(dir, recoveryPointFile))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	lsCk, err := loadCheckpoint(filepath.Join(dir, logStartFile))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	recoveryPoint, logStart := rpCk.offset, lsCk.offset
+	if clean && rpCk.sound() && lsCk.sound() {
+		// After a clean shutdown the files read as what Close made durable:
+		// they need no rewrite while their values stay, only the directory
+		// sync that writeCheckpoints always makes. A damaged or missing one
+		// is written again.
+		l.ckDurable = [2]int64{recoveryPoint, logStart}
+	}
 	if rpCk.state == checkpointBad {
 		log.Warn("damaged checkpoint: recovering every segment", "file", recoveryPointFile, "problem", rpCk.problem)
 	}
@@ -80,7 +109,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	}
 	bases, err := listSegmentsLogged(dir, log)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// The files as this code writes them: every segment has a .txnindex,
 	// empty when no transaction aborted in it, so a missing one was lost.
@@ -94,18 +123,18 @@ func Open(dir string, opts Options) (*Log, error) {
 	// also cut short, must not make recovery drop the segments after it.
 	for len(bases) > 1 && bases[1] <= logStart {
 		if err := deleteSegmentFiles(dir, bases[0]); err != nil {
-			return nil, err
+			return err
 		}
 		log.Info("deleted segment below the log start (retention's deletion cut short)",
 			"file", segment.FileName(bases[0], ".log"), "offsets", fmt.Sprintf("%d..%d", bases[0], bases[1]), "log_start", logStart)
 		bases = bases[1:]
 	}
 	var segs []*segRef
-	fail := func(err error) (*Log, error) {
+	fail := func(err error) error {
 		for _, s := range segs {
 			_ = s.Close()
 		}
-		return nil, err
+		return err
 	}
 	if len(bases) == 0 {
 		s, err := segment.Create(dir, logStart, opts.Segment)
@@ -220,11 +249,23 @@ func Open(dir string, opts Options) (*Log, error) {
 	// Remove the marker before anything is appended: from here on a crash
 	// must be detected as unclean.
 	if clean {
+		// The directory is opened before the marker goes, so that a lack
+		// of descriptors (EMFILE) fails the open before anything changed
+		// on disk: a dormant log then stays dormant and tries again at
+		// its next use (awaken).
+		d, err := os.Open(dir)
+		if err != nil {
+			return fail(fmt.Errorf("cannot open partition dir: %w", err))
+		}
 		if err := os.Remove(filepath.Join(dir, cleanShutdownFile)); err != nil {
+			d.Close()
 			return fail(fmt.Errorf("cannot remove clean-shutdown marker: %w", err))
 		}
-		if err := fsutil.SyncDir(dir); err != nil {
-			return fail(err)
+		l.markerGone = true
+		err = d.Sync()
+		d.Close()
+		if err != nil {
+			return fail(fmt.Errorf("cannot sync partition dir: %w", err))
 		}
 	}
 	if last := segs[len(segs)-1]; last.NextOffset() < logStart {
@@ -238,7 +279,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		}
 		s, err := segment.Create(dir, logStart, opts.Segment)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		segs = []*segRef{l.ref(s)}
 		l.recoveredFrom = logStart
@@ -306,8 +347,13 @@ func Open(dir string, opts Options) (*Log, error) {
 	// read_committed delivered aborted records. (From review.)
 	l.recoveryPoint.Store(l.recoveredFrom)
 	l.sync.durable = l.leo
-	if err := l.writeCheckpoints(); err != nil {
-		return fail(err)
+	// After a clean shutdown whose checkpoints still hold, there is
+	// nothing to write, and the directory was synced with the marker's
+	// removal.
+	if !clean || l.ckDurable != [2]int64{l.recoveryPoint.Load(), l.logStart.Load()} {
+		if err := l.writeCheckpoints(); err != nil {
+			return fail(err)
+		}
 	}
 	l.maint.tasks = make(chan task, 64)
 	l.bg.Add(1)
@@ -321,7 +367,8 @@ func Open(dir string, opts Options) (*Log, error) {
 		l.flusher.Add(1)
 		go l.runVisibilitySyncer()
 	}
-	return l, nil
+	l.started = true
+	return nil
 }
 
 // Close syncs everything, seals the active segment, checkpoints and writes
@@ -335,6 +382,18 @@ func (l *Log) Close() error {
 	}
 	l.closed = true
 	l.shut.Store(true)
+	if !l.started {
+		// Dormant: nothing was opened or written, and the marker the log
+		// was opened with still describes its files. Or its opening
+		// failed after removing the marker: the next Open recovers.
+		l.mu.Unlock()
+		l.wake()
+		close(l.stop)
+		if l.failed.Load() {
+			return fmt.Errorf("cannot close cleanly: %w: %w", ErrFailed, *l.failErr.Load())
+		}
+		return nil
+	}
 	l.mu.Unlock()
 	l.ckWriters.Wait()
 	// Parked readers wake to find the log closed.
@@ -360,7 +419,7 @@ func (l *Log) Close() error {
 			l.sync.advance(l.leo)
 			storeMax(&l.recoveryPoint, l.leo)
 			if err = l.writeCheckpoints(); err == nil {
-				err = fsutil.WriteFileAtomic(filepath.Join(l.dir, cleanShutdownFile), nil)
+				err = fsutil.WriteFileAtomic(filepath.Join(l.dir, cleanShutdownFile), l.cleanShutdownStateLocked().encode())
 				if err == nil {
 					err = fsutil.SyncDir(l.dir)
 				}
@@ -587,7 +646,13 @@ func (l *Log) Kill() {
 	}
 	l.closed = true
 	l.shut.Store(true)
+	started := l.started
 	l.mu.Unlock()
+	if !started {
+		l.wake()
+		close(l.stop)
+		return
+	}
 	l.ckWriters.Wait()
 	l.wake()
 	if l.recycle != nil {

@@ -126,6 +126,9 @@ func (l *Log) Recycled() int64 {
 func (l *Log) ActiveRecycled() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.active == nil {
+		return false // dormant
+	}
 	return l.active.Recycled() > 0
 }
 

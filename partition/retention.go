@@ -38,6 +38,18 @@ func (l *Log) ApplyRetention() (deleted int, err error) {
 		l.mu.Unlock()
 		return 0, ErrClosed
 	}
+	if l.dormant.Load() {
+		// A dormant log stays so unless the pass has something to
+		// delete: a pass over thousands of idle partitions opens none.
+		if !l.retentionDueDormant() {
+			l.mu.Unlock()
+			return 0, nil
+		}
+		if err := l.awakenLocked(); err != nil {
+			l.mu.Unlock()
+			return 0, fmt.Errorf("cannot apply retention: %w", err)
+		}
+	}
 	segs := *l.segs.Load()
 	var total int64
 	for _, s := range segs {
@@ -109,6 +121,10 @@ func (l *Log) DeleteRecordsBefore(offset int64) error {
 	if l.closed {
 		l.mu.Unlock()
 		return ErrClosed
+	}
+	if err := l.awakenLocked(); err != nil {
+		l.mu.Unlock()
+		return fmt.Errorf("cannot delete records below %d: %w", offset, err)
 	}
 	if offset > l.hw.Load() {
 		l.mu.Unlock()

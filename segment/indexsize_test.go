@@ -22,8 +22,10 @@ func TestIndexSizedToSegment(t *testing.T) {
 		}
 		for suffix, entry := range map[string]int64{".index": index.OffsetEntrySize, ".timeindex": index.TimeEntrySize} {
 			st, err := os.Stat(filepath.Join(dir, FileName(0, suffix)))
-			if want := entry * (opts.MaxBytes/opts.IndexIntervalBytes + 16); err != nil || st.Size() != want {
-				t.Fatalf("%s: %v, %v; want %d bytes", suffix, st, err, want)
+			// The files grow as entries fill them (index.OpenOffset):
+			// at creation they hold at most a block.
+			if limit := min(4096, entry*(opts.MaxBytes/opts.IndexIntervalBytes+16)); err != nil || st.Size() > limit {
+				t.Fatalf("%s: %v, %v; want at most %d bytes", suffix, st, err, limit)
 			}
 		}
 		var off int64

@@ -55,7 +55,15 @@ func (s *Segment) openSealed(size int64) error {
 		}
 		s.m, s.data = m, m.Bytes()
 	}
-	return s.openIndexes(false)
+	if err := s.openIndexes(false); err != nil {
+		return err
+	}
+	// The mapping holds the bytes readers need: the descriptor goes, and
+	// what needs the file again (Recover, Sync, Activate) reopens it
+	// (logFile). A log of thousands of sealed segments holds none.
+	err := s.log.Close()
+	s.log, s.fd = nil, -1
+	return err
 }
 
 // openIndexes opens both indexes. An index that is missing or breaks its
@@ -219,6 +227,9 @@ func (s *Segment) LoadTail() error {
 // reserved zero tail does not count. visit, if not nil, sees each valid
 // batch in order (producer-state rebuild).
 func (s *Segment) Recover(maxBatchSize int, visit func(b batch.Batch)) (truncated bool, err error) {
+	if _, err := s.logFile(); err != nil {
+		return false, err
+	}
 	st, err := s.log.Stat()
 	if err != nil {
 		return false, fmt.Errorf("cannot stat segment %d: %w", s.base, errors.Join(ErrIO, err))
@@ -333,6 +344,9 @@ func (s *Segment) resealIndexes() error {
 func (s *Segment) Activate() error {
 	if !s.sealed {
 		return nil
+	}
+	if _, err := s.logFile(); err != nil {
+		return err
 	}
 	if s.m != nil {
 		if err := s.m.Unmap(); err != nil {

@@ -401,6 +401,14 @@ func (s *Segment) FlushStage() error {
 // the previous one, before counting this append.
 func (s *Segment) index(b batch.Batch, baseOffset, pos int64) error {
 	ts, last := b.MaxTimestamp(), baseOffset+int64(b.LastOffsetDelta())
+	skip := s.recovering && s.IndexFull()
+	if s.bytesSinceIndex > s.opts.IndexIntervalBytes && !skip {
+		// The index files grow as they fill: their blocks first, before
+		// anything changes, so that a full disk refuses the append whole.
+		if err := errors.Join(s.offsets.ReserveNext(), s.times.ReserveNext()); err != nil {
+			return fmt.Errorf("cannot index batch at %d: %w", pos, ioErr(err))
+		}
+	}
 	if s.firstTimestamp < 0 {
 		s.firstTimestamp = ts
 	}
@@ -412,7 +420,6 @@ func (s *Segment) index(b batch.Batch, baseOffset, pos int64) error {
 	// stay sparse past it, which lookups, scanning forward from the last
 	// entry, only pay for in time; an active segment then rolls (Fits).
 	// Appends never meet a full index: Fits rolls first.
-	skip := s.recovering && s.IndexFull()
 	if s.bytesSinceIndex > s.opts.IndexIntervalBytes && !skip {
 		if err := s.offsets.Append(last, pos); err != nil {
 			return fmt.Errorf("cannot index batch at %d: %w", pos, err)
@@ -445,7 +452,10 @@ func (s *Segment) reserve(end int64) error {
 		// the syncs into it).
 		return s.reserveLocked(end, end+zeroPiece)
 	}
-	return s.reserveLocked(end, end+s.opts.ReserveAhead)
+	// Ahead in proportion to what the segment holds, up to ReserveAhead:
+	// the first small append of a segment reserves a piece, not the
+	// whole run (its owner's Prepare reserves further in the background).
+	return s.reserveLocked(end, end+min(s.opts.ReserveAhead, max(zeroPiece, end)))
 }
 
 // fillWait waits, under resMu, for the zero fill in flight.
@@ -661,7 +671,11 @@ func (s *Segment) AbortedTxns() *txnindex.Index { return s.txns }
 // Sync makes everything written durable (fdatasync covers pages dirtied
 // through the mapping as well as by pwrite) and syncs the indexes.
 func (s *Segment) Sync() error {
-	if err := s.log.Sync(); err != nil {
+	f, err := s.logFile() // openSealed let it go
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
 		return fmt.Errorf("cannot sync segment %d: %w", s.base, ioErr(err))
 	}
 	return s.SyncIndexes()
@@ -762,6 +776,21 @@ func (s *Segment) Delete() error {
 		}
 	}
 	return err
+}
+
+// logFile returns the .log's descriptor, opening the file again if
+// openSealed let it go. Writer only (the segment's owner, never
+// concurrently with a syncer: a sealed segment has none).
+func (s *Segment) logFile() (*os.File, error) {
+	if s.log != nil {
+		return s.log, nil
+	}
+	f, err := os.OpenFile(s.path(".log"), os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open segment %d: %w", s.base, ioErr(err))
+	}
+	s.log, s.fd = f, int(f.Fd())
+	return f, nil
 }
 
 // IOError wraps err from a file operation as ErrNoSpace (a full disk) or

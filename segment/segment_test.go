@@ -284,3 +284,65 @@ func TestAppendRefusesGap(t *testing.T) {
 		t.Fatalf("append at the next offset: %v", err)
 	}
 }
+
+// A segment opened sealed holds no descriptor for its .log (its mapping
+// holds the bytes), and what needs the file again reopens it: Recover
+// truncates a torn tail, Activate makes it writable.
+func TestSealedSegmentHoldsNoLogDescriptor(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Create(dir, 0, Options{MaxBytes: 1 << 20, IndexIntervalBytes: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var off int64
+	for i := range 20 {
+		b := testBatch(t, i, 1, 100)
+		if _, err := s.Append(b, off); err != nil {
+			t.Fatal(err)
+		}
+		off++
+	}
+	if err := s.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range ents {
+			if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && target == filepath.Join(dir, FileName(0, ".log")) {
+				n++
+			}
+		}
+		return n
+	}
+	s, err = Open(dir, 0, Options{MaxBytes: 1 << 20, IndexIntervalBytes: 64}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if n := fds(); n != 0 {
+		t.Fatalf("a sealed segment holds %d descriptors of its .log", n)
+	}
+	if err := s.LoadTail(); err != nil || s.NextOffset() != 20 {
+		t.Fatalf("LoadTail: %v, next %d", err, s.NextOffset())
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recover(1<<20, nil); err != nil || s.NextOffset() != 20 {
+		t.Fatalf("Recover: %v, next %d", err, s.NextOffset())
+	}
+	if err := s.Activate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(testBatch(t, 20, 1, 100), 20); err != nil {
+		t.Fatalf("append after Activate: %v", err)
+	}
+	if n := fds(); n != 1 {
+		t.Fatalf("an active segment holds %d descriptors of its .log, want 1", n)
+	}
+}
