@@ -199,6 +199,12 @@ func Open(dir string, opts Options) (*Engine, error) {
 		lock.Close()
 		return nil, err
 	}
+	// A topic creation a crash cut short after its intent was durable is
+	// finished before its temporary directories could be taken for
+	// leftovers.
+	if err := finishCreations(dir, opts.Logger); err != nil {
+		return fail(err)
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return fail(fmt.Errorf("cannot list data dir: %w", err)) // releases the lock
@@ -461,16 +467,18 @@ func (e *Engine) createTopic(topic string, partitions int, cfg map[string]string
 		return err
 	}
 	var newDirs []string
+	var newIndexes []int
 	for _, i := range missing {
 		key := partitionKey(topic, i)
 		if _, serr := os.Stat(filepath.Join(e.dir, key)); os.IsNotExist(serr) {
 			newDirs = append(newDirs, key)
+			newIndexes = append(newIndexes, i)
 		}
 	}
 	var err error
 	if len(newDirs) > 0 {
 		var created []string
-		created, err = createPartitionDirs(e.dir, newDirs, cfg, id)
+		created, err = createPartitionDirs(e.dir, topic, newIndexes, cfg, id)
 		if err != nil {
 			// Only the directories created are opened below; CreateTopic
 			// again makes the rest.
