@@ -153,11 +153,12 @@ func writeTopicConfig(dir string, cfg map[string]string) error {
 }
 
 // openTopicConfig returns a partition directory's overrides for its open.
-// A missing file is a lost one where the partition's checkpoints are in
-// version 1 (this code writes the file with every partition): refused, as
-// the engine's defaults (a retention of 7 days, say) could delete what the
-// topic's own configs keep. In an older partition it means no overrides,
-// and an empty file is written for the next open.
+// A missing file is a lost one unless the partition's recovery point is in
+// Kafka's version 0 (written before this code, which writes the file with
+// every partition): refused, as the engine's defaults (a retention of 7
+// days, say) could delete what the topic's own configs keep. In an older
+// partition it means no overrides, and an empty file is written for the
+// next open.
 func openTopicConfig(dir string) (map[string]string, error) {
 	cfg, err := readTopicConfig(dir)
 	if err != nil || cfg != nil {
@@ -171,7 +172,10 @@ func openTopicConfig(dir string) (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot read topic config: %w", err)
 	}
-	if ck.Version == 1 {
+	if ck.Version != 0 {
+		// Version 1, or no checkpoint at all (a partition made by this
+		// code, never appended to, has none yet), or a damaged one: the
+		// file was written with the partition.
 		return nil, fmt.Errorf("cannot read topic config: %s is missing, so the topic's overrides (retention, say) are unknown; "+
 			"write them again as name=value lines, or create it empty if the topic had none: %w", path, ErrCorruptMetadata)
 	}
