@@ -43,10 +43,12 @@ func openPartitions(dataDir string, dirs []partitionDir, opts *Options, engineCl
 	errs := make([]error, len(dirs))
 	var next, done atomic.Int64
 	var failed atomic.Bool
-	stop := make(chan struct{})
+	stop, stopped := make(chan struct{}), make(chan struct{})
 	start := time.Now()
+	every := openProgressEvery
 	go func() {
-		t := time.NewTicker(openProgressEvery)
+		defer close(stopped)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
@@ -79,7 +81,8 @@ func openPartitions(dataDir string, dirs []partitionDir, opts *Options, engineCl
 	}
 	wg.Wait()
 	close(stop)
-	if d := time.Since(start); d >= openProgressEvery {
+	<-stopped
+	if d := time.Since(start); d >= every {
 		opts.Logger.Info("opened partitions", "dir", dataDir, "partitions", done.Load(), "elapsed", d.Round(time.Millisecond))
 	}
 	for _, err := range errs {

@@ -171,6 +171,7 @@ func ReadCheckpointFile(path string) (CheckpointFile, error) {
 	return out, nil
 }
 
-// sound reports whether the file read as what was written: absent, or in
-// either format with its checks passed.
-func (c checkpoint) sound() bool { return c.state != checkpointBad }
+// current reports whether the file is as this code writes it (version 1,
+// checks passed): one in Kafka's format is written again in version 1, and
+// a damaged or missing one written again, at the open's first checkpoint.
+func (c checkpoint) current() bool { return c.state == checkpointV1 }

@@ -102,8 +102,23 @@ func (l *Log) openDormant() (ok bool, err error) {
 	}
 	var bases []int64
 	var marker, rpFile, lsFile, segmentFiles bool
+	// have counts each segment's files; logBytes adds up the .log sizes.
+	have := map[int64]int{}
+	var logBytes int64
 	for _, e := range ents {
 		name := e.Name()
+		for _, suffix := range []string{".log", ".index", ".timeindex", ".txnindex"} {
+			if base, ok := segment.ParseName(name, suffix); ok {
+				have[base]++
+				if suffix == ".log" {
+					info, err := e.Info()
+					if err != nil {
+						return false, nil // the eager open says what is wrong
+					}
+					logBytes += info.Size()
+				}
+			}
+		}
 		switch {
 		case name == cleanShutdownFile:
 			marker = true
@@ -130,6 +145,20 @@ func (l *Log) openDormant() (ok bool, err error) {
 	if marker {
 		if st, ok, err = readCleanShutdown(l.dir); err != nil || !ok {
 			return false, err
+		}
+		// The files must be as Close left them, down to the sizes (Close
+		// cuts each .log to its data) and every segment's four files:
+		// a damaged or lost one (a .log cut short, a .txnindex deleted)
+		// is found and repaired by the eager open, whose recovery the
+		// owner follows with its replay of producer state and markers
+		// (which a first use much later could not be).
+		for _, b := range bases {
+			if have[b] != 4 {
+				return false, nil
+			}
+		}
+		if logBytes != st.TotalBytes {
+			return false, nil
 		}
 	} else if segmentFiles {
 		return false, nil

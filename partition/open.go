@@ -84,12 +84,13 @@ func (l *Log) openFiles() error {
 		return err
 	}
 	recoveryPoint, logStart := rpCk.offset, lsCk.offset
-	if clean && rpCk.sound() && lsCk.sound() {
+	if clean && rpCk.current() && lsCk.current() {
 		// After a clean shutdown the files read as what Close made durable:
 		// they need no rewrite while their values stay, only the directory
-		// sync that writeCheckpoints always makes. A damaged or missing one
-		// is written again.
+		// sync that writeCheckpoints always makes.
 		l.ckDurable = [2]int64{recoveryPoint, logStart}
+	} else {
+		l.ckDurable = [2]int64{-1, -1} // written at the first checkpoint
 	}
 	if rpCk.state == checkpointBad {
 		log.Warn("damaged checkpoint: recovering every segment", "file", recoveryPointFile, "problem", rpCk.problem)
