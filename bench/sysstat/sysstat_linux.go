@@ -67,3 +67,40 @@ func parseDeviceWritten(stat string) (int64, bool) {
 	}
 	return n * 512, true
 }
+
+// clockTick is the unit of /proc/stat's counters, USER_HZ: 100 per second
+// on every Linux architecture that Go supports (the kernel's ABI fixes it,
+// whatever the kernel's own HZ).
+const clockTick = 10 * time.Millisecond
+
+// MachineIdle returns the time the machine's CPUs have spent idle (idle
+// plus iowait, summed over the CPUs, from the first line of /proc/stat),
+// in clock ticks of 10ms, and false where /proc/stat cannot be read. With
+// CPUTime it says what share of the cores a process could have had: its
+// own CPU time plus the idle time, over the same interval, is what other
+// processes (and the hypervisor's steal) left to it.
+func MachineIdle() (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, false
+	}
+	return parseMachineIdle(string(b))
+}
+
+// parseMachineIdle reads idle and iowait from /proc/stat's "cpu" line.
+func parseMachineIdle(stat string) (time.Duration, bool) {
+	line, _, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(line)
+	if len(f) < 6 || f[0] != "cpu" {
+		return 0, false
+	}
+	var ticks int64
+	for _, s := range f[4:6] { // idle, iowait
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return 0, false
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * clockTick, true
+}
