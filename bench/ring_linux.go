@@ -44,7 +44,7 @@ type ringWriter struct {
 	off     int64
 	full    []ringFile // full files, oldest first
 	kept    int64      // their bytes
-	pending int64    // chunks written since the last fdatasync
+	pending int64      // chunks written since the last fdatasync
 }
 
 type ringFile struct {
