@@ -64,7 +64,8 @@ func newBaselineRing(dir string, segBytes, keepTotal int64, recycle bool, writer
 // slice writes chunks of chunk bytes with every writer at once for d, an
 // fdatasync after every group chunks of a writer (0: none) and at the end
 // of the slice, and returns the bytes written and the slowest writer's
-// time. A chunk started before the end is finished.
+// time. A chunk started before the end is finished, and each writer
+// writes one at least.
 func (r *baselineRing) slice(ctx context.Context, chunk, group int64, d time.Duration) (int64, float64, error) {
 	chunk = max(1, min(chunk, r.segBytes))
 	if int64(len(r.buf)) < chunk {
@@ -107,7 +108,8 @@ func (w *ringWriter) write(ctx context.Context, buf []byte, group int64, deadlin
 		fd = int(w.f.Fd())
 	}
 	var n int64
-	for time.Now().Before(deadline) && ctx.Err() == nil {
+	// One chunk at least, so that every slice is a measurement.
+	for n == 0 || time.Now().Before(deadline) && ctx.Err() == nil {
 		if w.f == nil || w.off+int64(len(buf)) > w.r.segBytes {
 			if err := w.roll(); err != nil {
 				return n, err
