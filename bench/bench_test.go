@@ -60,7 +60,7 @@ func checkSane(t *testing.T, res *Result) {
 		t.Errorf("bad baseline: %+v, ratio %v", bl, res.RatioToBaseline)
 	}
 	if sp := res.RatioSpread; res.Baseline.When == "interleaved" &&
-		(sp.Slices < 1 || sp.Median != res.RatioToBaseline || !(0 < sp.Min && sp.Min <= sp.P25 && sp.P25 <= sp.Median && sp.Median <= sp.P75 && sp.P75 <= sp.Max)) {
+		(sp.Slices < 1 || sp.Pooled != res.RatioToBaseline || sp.Pooled <= 0 || !(0 < sp.Min && sp.Min <= sp.P25 && sp.P25 <= sp.Median && sp.Median <= sp.P75 && sp.P75 <= sp.Max)) {
 		t.Errorf("bad ratio spread %+v, ratio %v", sp, res.RatioToBaseline)
 	}
 	if res.CPUSeconds <= 0 || res.CPUNsPerRecord <= 0 || res.DeviceWrittenBytes < -1 || res.Baseline.DeviceWrittenBytes < -1 || res.Syncs < 0 {

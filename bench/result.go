@@ -77,8 +77,9 @@ type Result struct {
 	Baseline Baseline `json:"baseline"`
 	// RatioToBaseline is the run's log bytes per second over the
 	// baseline's (Baseline.ComparedWith). In an interleaved run it is
-	// the median over the pairs of slices, RatioSpread says how they
-	// spread; 0 when the baseline was skipped.
+	// the pooled ratio over the pairs of slices (RatioSpread.Pooled), and
+	// RatioSpread says how the pairs' own ratios spread; 0 when the
+	// baseline was skipped.
 	RatioToBaseline float64     `json:"ratio_to_baseline"`
 	RatioSpread     RatioSpread `json:"ratio_spread"`
 	// RatioBasis says what a pair's rates are taken over:
@@ -304,10 +305,10 @@ func (r *Result) WriteSummary(w io.Writer) error {
 			if r.RatioBasis == "cpu_available" {
 				basis = "rates per second of the CPU time left to the process"
 			}
-			fmt.Fprintf(&b, "ratio          %.2fx %s, median of %d pairs of slices, %s (min %.2f, max %.2f; middle half %.2f-%.2f)\n",
-				r.RatioToBaseline, bl.ComparedWith, sp.Slices, basis, sp.Min, sp.Max, sp.P25, sp.P75)
+			fmt.Fprintf(&b, "ratio          %.2fx %s over %d pairs of slices, %s; per pair median %.2f, min %.2f, max %.2f, middle half %.2f-%.2f\n",
+				r.RatioToBaseline, bl.ComparedWith, sp.Slices, basis, sp.Median, sp.Min, sp.Max, sp.P25, sp.P75)
 			if w := r.WallRatioSpread; r.RatioBasis != "wall" && w.Slices > 0 {
-				fmt.Fprintf(&b, "               wall-clock: median %.2fx (min %.2f, max %.2f; middle half %.2f-%.2f)\n", w.Median, w.Min, w.Max, w.P25, w.P75)
+				fmt.Fprintf(&b, "               wall-clock: %.2fx; per pair median %.2f, min %.2f, max %.2f, middle half %.2f-%.2f\n", w.Pooled, w.Median, w.Min, w.Max, w.P25, w.P75)
 			}
 		}
 	default:

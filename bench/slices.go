@@ -38,9 +38,10 @@ func (p slicePair) cpuRatio() float64 {
 
 // RatioSpread is the ratio to the baseline over the pairs of slices of an
 // interleaved run: each pair's ratio is the engine's log bytes per second
-// in its slice over the baseline's in the slice that follows. The median
-// is the figure (ratio_to_baseline); Min and Max say how far single
-// slices strayed, P25 and P75 where the middle half lies.
+// in its slice over the baseline's in the slice that follows. Pooled is
+// the figure (ratio_to_baseline); Median, Min and Max say where single
+// pairs lay and how far they strayed, P25 and P75 where the middle half
+// lies.
 type RatioSpread struct {
 	Slices int     `json:"slices"`
 	Median float64 `json:"median"`
@@ -48,15 +49,26 @@ type RatioSpread struct {
 	Max    float64 `json:"max"`
 	P25    float64 `json:"p25"`
 	P75    float64 `json:"p75"`
+	// Pooled is the ratio of the sums over the same pairs: the engine's
+	// bytes over its seconds (or CPU seconds) in all its slices, over the
+	// baseline's.
+	Pooled float64 `json:"pooled"`
 }
 
 // spreadOf summarizes the pairs' ratios; pairs in which a side wrote
 // nothing (a slice cut to nothing by the run's end) are left out.
 func spreadOf(pairs []slicePair, ratio func(slicePair) float64) RatioSpread {
 	var rs []float64
+	var sum slicePair
 	for _, p := range pairs {
 		if r := ratio(p); r > 0 && !math.IsInf(r, 0) {
 			rs = append(rs, r)
+			sum.engineBytes += p.engineBytes
+			sum.engineSeconds += p.engineSeconds
+			sum.engineCPU += p.engineCPU
+			sum.baselineBytes += p.baselineBytes
+			sum.baselineSeconds += p.baselineSeconds
+			sum.baselineCPU += p.baselineCPU
 		}
 	}
 	if len(rs) == 0 {
@@ -64,7 +76,7 @@ func spreadOf(pairs []slicePair, ratio func(slicePair) float64) RatioSpread {
 	}
 	slices.Sort(rs)
 	return RatioSpread{Slices: len(rs), Median: quantileOf(rs, 0.5), Min: rs[0], Max: rs[len(rs)-1],
-		P25: quantileOf(rs, 0.25), P75: quantileOf(rs, 0.75)}
+		P25: quantileOf(rs, 0.25), P75: quantileOf(rs, 0.75), Pooled: ratio(sum)}
 }
 
 // quantileOf returns the q-quantile of sorted xs, interpolating linearly

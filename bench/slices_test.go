@@ -40,11 +40,23 @@ func TestSpreadOf(t *testing.T) {
 		math.Abs(sp.P25-0.8) > 1e-6 || math.Abs(sp.P75-2) > 1e-6 {
 		t.Errorf("wall-clock spread %+v, want 5 slices, median 1, min 0.5, max 4, quartiles 0.8 and 2", sp)
 	}
+	// Pooled: 5 MB over 5 s against the baseline's 1e6 x (1 + 2 + 0.25 +
+	// 0.5 + 1.25) bytes over 5 s.
+	if want := 5e6 / float64(int64(1e6)+int64(2e6)+int64(0.25e6)+int64(0.5e6)+int64(1e6/0.8)); math.Abs(sp.Pooled-want) > 1e-9 {
+		t.Errorf("pooled %v, want %v", sp.Pooled, want)
+	}
 	// The CPU ratio scales each pair's wall ratio by baseline CPU over
 	// engine CPU: 1, 1, 2, 2, 0.8.
 	cp := spreadOf(pairs, slicePair.cpuRatio)
 	if cp.Slices != 5 || math.Abs(cp.Median-1) > 1e-6 || math.Abs(cp.Min-0.8) > 1e-6 || math.Abs(cp.Max-2) > 1e-6 {
 		t.Errorf("CPU spread %+v, want median 1, min 0.8, max 2", cp)
+	}
+	// Pooled over CPU time: a starved pair (little CPU, few bytes) weighs
+	// as little as the CPU time it had, where its own ratio (1e-3/1e-3 =
+	// 1) counts as much as any in the median.
+	starved := slicePair{engineBytes: 1e3, engineSeconds: 1, baselineBytes: 1e6, baselineSeconds: 1, engineCPU: 0.001, baselineCPU: 1}
+	if got := spreadOf([]slicePair{pairOf(1, 1), pairOf(1, 1), starved}, slicePair.cpuRatio).Pooled; math.Abs(got-((2e6+1e3)/2.001)/(3e6/3)) > 1e-9 {
+		t.Errorf("pooled with a starved pair: %v", got)
 	}
 }
 

@@ -56,8 +56,15 @@ write(2); for always and bytes=N, whose appenders wait for syncs, it is
 write(2) with an fdatasync every G chunks, G being the batches per sync the
 run made so far, into one file per partition written, all at once (under
 always the oldest file is reused, as the engine reuses deleted segments').
-Each pair of slices gives a ratio; the report gives their median, and its
-spread (min, max, quartiles) over the slices. Records/s and the timeline
+Where neither side waits for the device (--fsync never, interval) both are
+bound by the CPU, and each side's rate is taken per second of the CPU time
+the process could have had in its slices (its own CPU time plus the
+machine's idle time): on a quiet machine that is the wall-clock rate, on a
+shared one it leaves out what the other processes took, which changes from
+one slice to the next. The ratio is pooled over the pairs of slices (the
+engine's bytes over its time in all its slices, over the baseline's); the
+report also gives the pairs' own ratios: median, min, max and quartiles,
+and the wall-clock figures beside. Records/s and the timeline
 count the engine's slices only. After the run the other baseline figures
 (write+fdatasync under never and interval, write under always and bytes=N,
 and under always write+fdatasync over unwritten blocks) are measured for at
