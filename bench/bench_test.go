@@ -331,6 +331,10 @@ func TestOutputs(t *testing.T) {
 	if !strings.HasPrefix(progress.String(), "bench: data in "+c.Dir+" (kept); ") || !strings.Contains(progress.String(), "\nbench   0.1s") || strings.Count(progress.String(), "\n") < 2 || strings.Contains(progress.String(), "\r") {
 		t.Errorf("progress: %q", progress.String())
 	}
+	// An interleaved run's progress says the ratio so far.
+	if !strings.Contains(progress.String(), "x baseline so far") {
+		t.Errorf("progress without the ratio so far: %q", progress.String())
+	}
 	svg, _ := os.ReadFile(c.Plot)
 	if err := xml.Unmarshal(svg, new(struct{})); err != nil || !strings.Contains(string(svg), "<polyline") {
 		t.Errorf("plot is not an SVG with a line: %v", err)
