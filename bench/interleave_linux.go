@@ -74,7 +74,7 @@ type interleaved struct {
 	lastSample     float64
 }
 
-func newInterleaved(ctx context.Context, c Config, p parsed, dir string, prods []*producer, parts []*engine.Partition, g *gate, smp *sampler) *interleaved {
+func newInterleaved(ctx context.Context, c Config, p parsed, dir string, prods []*producer, parts []*engine.Partition, g *gate, smp *sampler, pool []byte) *interleaved {
 	il := &interleaved{ctx: ctx, c: c, p: p, dir: dir, prods: prods, parts: parts, g: g, smp: smp,
 		synced: p.sync.Kind == partition.SyncAlways || p.sync.Kind == partition.SyncBytes}
 	for _, part := range parts {
@@ -91,7 +91,7 @@ func newInterleaved(ctx context.Context, c Config, p parsed, dir string, prods [
 	if seg == 0 {
 		seg = segment.DefaultMaxBytes
 	}
-	il.ring = newBaselineRing(dir, seg, ringKeep(dir, c), p.sync.Kind == partition.SyncAlways, writers)
+	il.ring = newBaselineRing(dir, seg, ringKeep(dir, c), p.sync.Kind == partition.SyncAlways, writers, pool)
 	if _, ok := sysstat.DeviceWrittenBytes(dir); !ok {
 		il.engineDevice, il.baselineDevice = -1, -1
 	}

@@ -32,7 +32,13 @@ type baselineRing struct {
 	keep    int64
 	recycle bool
 	writers []*ringWriter
-	buf     []byte
+	// src is what the chunks are cut from, at a moving offset: the run's
+	// payload pool, so that the baseline reads its bytes from memory as
+	// the engine reads its values, not from one buffer that stays in the
+	// core's cache (a neighbour's load that evicts the caches then costs
+	// both sides alike). buf is src repeated, for chunks larger than it.
+	src []byte
+	buf []byte
 }
 
 // ringWriter is one file sequence of the ring; each writer of a synced
@@ -45,6 +51,7 @@ type ringWriter struct {
 	full    []ringFile // full files, oldest first
 	kept    int64      // their bytes
 	pending int64      // chunks written since the last fdatasync
+	srcOff  int        // where the next chunk starts in the ring's src
 }
 
 type ringFile struct {
@@ -53,10 +60,16 @@ type ringFile struct {
 }
 
 // newBaselineRing prepares writers file sequences; nothing is written yet.
-func newBaselineRing(dir string, segBytes, keepTotal int64, recycle bool, writers int) *baselineRing {
-	r := &baselineRing{dir: dir, segBytes: segBytes, keep: max(segBytes, keepTotal/int64(writers)), recycle: recycle}
+func newBaselineRing(dir string, segBytes, keepTotal int64, recycle bool, writers int, src []byte) *baselineRing {
+	r := &baselineRing{dir: dir, segBytes: segBytes, keep: max(segBytes, keepTotal/int64(writers)), recycle: recycle, src: src}
+	if len(r.src) == 0 {
+		r.src = make([]byte, 1<<20)
+		for i := range r.src {
+			r.src[i] = byte(i * 131)
+		}
+	}
 	for i := range writers {
-		r.writers = append(r.writers, &ringWriter{r: r, id: i})
+		r.writers = append(r.writers, &ringWriter{r: r, id: i, srcOff: i * 1000003 % len(r.src)})
 	}
 	return r
 }
@@ -68,10 +81,9 @@ func newBaselineRing(dir string, segBytes, keepTotal int64, recycle bool, writer
 // writes one at least.
 func (r *baselineRing) slice(ctx context.Context, chunk, group int64, d time.Duration) (int64, float64, error) {
 	chunk = max(1, min(chunk, r.segBytes))
-	if int64(len(r.buf)) < chunk {
+	if int64(len(r.src)) < chunk && int64(len(r.buf)) < chunk {
 		r.buf = make([]byte, chunk)
-		for i := range r.buf {
-			r.buf[i] = byte(i * 131)
+		for i := 0; i < len(r.buf); i += copy(r.buf[i:], r.src) {
 		}
 	}
 	type result struct {
@@ -85,7 +97,7 @@ func (r *baselineRing) slice(ctx context.Context, chunk, group int64, d time.Dur
 	deadline := start.Add(d)
 	for i, w := range r.writers {
 		wg.Go(func() {
-			n, err := w.write(ctx, r.buf[:chunk], group, deadline)
+			n, err := w.write(ctx, chunk, group, deadline)
 			out[i] = result{n: n, secs: time.Since(start).Seconds(), err: err}
 		})
 	}
@@ -102,7 +114,21 @@ func (r *baselineRing) slice(ctx context.Context, chunk, group int64, d time.Dur
 	return n, secs, nil
 }
 
-func (w *ringWriter) write(ctx context.Context, buf []byte, group int64, deadline time.Time) (int64, error) {
+// next returns the writer's next chunk of size bytes.
+func (w *ringWriter) next(size int64) []byte {
+	src := w.r.src
+	if int64(len(src)) < size {
+		return w.r.buf[:size]
+	}
+	if w.srcOff+int(size) > len(src) {
+		w.srcOff = 0
+	}
+	b := src[w.srcOff : w.srcOff+int(size)]
+	w.srcOff += int(size) + strideExtra
+	return b
+}
+
+func (w *ringWriter) write(ctx context.Context, chunk, group int64, deadline time.Time) (int64, error) {
 	fd := -1
 	if w.f != nil {
 		fd = int(w.f.Fd())
@@ -110,6 +136,7 @@ func (w *ringWriter) write(ctx context.Context, buf []byte, group int64, deadlin
 	var n int64
 	// One chunk at least, so that every slice is a measurement.
 	for n == 0 || time.Now().Before(deadline) && ctx.Err() == nil {
+		buf := w.next(chunk)
 		if w.f == nil || w.off+int64(len(buf)) > w.r.segBytes {
 			if err := w.roll(); err != nil {
 				return n, err

@@ -41,7 +41,7 @@ func ringFiles(t *testing.T, dir string) ([]string, int64) {
 func TestBaselineRingBounded(t *testing.T) {
 	dir := t.TempDir()
 	const seg = 1 << 20
-	r := newBaselineRing(dir, seg, 2*seg, false, 2) // 1 MiB of full files per writer
+	r := newBaselineRing(dir, seg, 2*seg, false, 2, nil) // 1 MiB of full files per writer
 	var written int64
 	for deadline := time.Now().Add(10 * time.Second); written < 8*r.bytesOnDisk() && time.Now().Before(deadline); {
 		n, secs, err := r.slice(context.Background(), 64<<10, 0, 5*time.Millisecond)
@@ -73,7 +73,7 @@ func TestBaselineRingRecycles(t *testing.T) {
 	for _, recycle := range []bool{false, true} {
 		dir := t.TempDir()
 		const seg, chunk = 256 << 10, 16 << 10
-		r := newBaselineRing(dir, seg, seg, recycle, 1)
+		r := newBaselineRing(dir, seg, seg, recycle, 1, nil)
 		// Three files' worth and a chunk: the fourth file is started
 		// with the ring full, and holds one chunk.
 		for written := int64(0); written < 3*seg+chunk; {

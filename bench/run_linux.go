@@ -582,7 +582,7 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 	var il *interleaved
 	var seconds float64
 	if interleave {
-		il = newInterleaved(ctx, c, p, dir, prods, parts, g, smp)
+		il = newInterleaved(ctx, c, p, dir, prods, parts, g, smp, pool)
 		seconds, err = il.run(halt, producersDone)
 		if err != nil {
 			fail(err)
