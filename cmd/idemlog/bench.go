@@ -75,8 +75,10 @@ whatever the page cache and the machine's other tenants do between the two.
 
 const benchDetails = `
 Output:
-  While running, a progress line on stderr: rewritten in place on a
-  terminal, one per second otherwise (--quiet: none). Then a summary on
+  While running, on stderr: first where the data goes and how much of it
+  stays on disk at most, then a progress line, rewritten in place on a
+  terminal, one per second of the engine's time otherwise, with the ratio
+  so far (--quiet: none of these). Then a summary on
   stdout, or with --json one JSON object: the workload (every flag),
   records, batches, bytes (as in the log, compressed), payload_bytes,
   seconds, records_per_sec, bytes_per_sec, latency_us (p50, p90, p99,
@@ -87,7 +89,9 @@ Output:
   engine's slices; baseline.device_written_bytes during the baseline's; -1
   where /sys/dev/block cannot be read), disk_bound_bytes, baseline
   (write_bytes_per_sec, write_fdatasync_bytes_per_sec, sync_group, ...),
-  ratio_to_baseline, ratio_spread (slices, median, min, max, p25, p75),
+  ratio_to_baseline, ratio_basis (cpu_available or wall), ratio_spread
+  (pooled: the ratio; slices, median, min, max, p25, p75: the pairs'
+  own ratios), wall_ratio_spread (the same over wall-clock time),
   read_records_per_sec, read_bytes_per_sec, partition_offsets and a
   per-second timeline of the engine's time. --plot draws the timeline
   (throughput and p99; a last sample shorter than half the others is left
@@ -115,10 +119,10 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.Dir, "dir", "", "data `DIR`, kept after the run, appended to if it exists (default: a temporary directory, removed)")
 	fs.StringVar(&c.Topic, "topic", d.Topic, "topic `NAME`")
 	fs.Var((*optInt64)(&c.SegmentBytes), "segment-bytes", "segment size in `BYTES` (Kafka's default is 1 GiB; grown to hold two batches)")
-	fs.Var((*optInt64)(&c.RetentionBytes), "retention-bytes", "retention.bytes per partition, applied every 20ms during the run: the steady state of a log that deletes as it writes; 0 turns it off (off with --readers)")
+	fs.Var((*optInt64)(&c.RetentionBytes), "retention-bytes", "retention.bytes per partition, `BYTES`, applied every 20ms during the run: the steady state of a log that deletes as it writes; 0 turns it off (off with --readers)")
 	fs.StringVar(&c.Payload, "payload", d.Payload, "record values, `KIND`: text (compressible words) or random")
 	fs.Int64Var(&c.Seed, "seed", d.Seed, "`N` seeding the payload generator")
-	fs.DurationVar(&c.BaselineMax, "baseline-max", d.BaselineMax, "stop each baseline measurement made after the run after `DUR` (the informative ones after 500ms at most); 0 skips the baseline, slices included")
+	fs.DurationVar(&c.BaselineMax, "baseline-max", d.BaselineMax, "bound each baseline measurement made after the run to `DUR` (the informative ones to 500ms at most); 0 skips the baseline, slices included")
 	fs.DurationVar(&c.Slice, "slice", d.Slice, "alternate the engine and the baseline in slices of `DUR`; 0 measures the baseline after the run")
 	fs.BoolVar(&c.JSON, "json", false, "print the report as one JSON object")
 	fs.StringVar(&c.Plot, "plot", "", "draw throughput and p99 per second into `FILE` (.svg or .html)")
