@@ -58,8 +58,6 @@ type interleaved struct {
 	ring  *baselineRing
 
 	synced bool // the baseline syncs (fsync always, bytes=N)
-	// retention applies the engine's retention; nil without.
-	retention func() error
 	syncs0 []int64
 
 	pairs []slicePair
@@ -172,11 +170,6 @@ func (il *interleaved) run(halt, producersDone <-chan struct{}) (float64, error)
 			halted = true
 		}
 		timer.Stop()
-		var retErr error
-		if il.retention != nil {
-			// On the engine's clock, with its producers still running.
-			retErr = il.retention()
-		}
 		il.g.close()
 		took := time.Since(t0)
 		cpu1 := sysstat.CPUTime()
@@ -190,9 +183,6 @@ func (il *interleaved) run(halt, producersDone <-chan struct{}) (float64, error)
 		il.engineSecs += took.Seconds()
 		bytes1, batches1 := il.counts()
 		il.sampleIfDue()
-		if retErr != nil {
-			return il.engineSecs, retErr
-		}
 		if halted {
 			return il.engineSecs, nil
 		}

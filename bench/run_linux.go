@@ -553,16 +553,7 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 	for i, part := range parts {
 		recycled0[i] = part.Log().Recycled()
 	}
-	// An interleaved run applies retention at the end of each of the
-	// engine's slices instead (interleaved.run), so that deleting
-	// segments, and their dirty pages, is billed to the engine's slices
-	// and not, by chance, to the baseline's.
-	applyRetention := func() error {
-		n, err := e.ApplyRetention()
-		deleted.Add(int64(n))
-		return err
-	}
-	if c.RetentionBytes > 0 && !interleave {
+	if c.RetentionBytes > 0 {
 		retained.Go(func() {
 			for !writersDone.Load() {
 				n, err := e.ApplyRetention()
@@ -592,9 +583,6 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 	var seconds float64
 	if interleave {
 		il = newInterleaved(ctx, c, p, dir, prods, parts, g, smp, pool)
-		if c.RetentionBytes > 0 {
-			il.retention = applyRetention
-		}
 		seconds, err = il.run(halt, producersDone)
 		if err != nil {
 			fail(err)
