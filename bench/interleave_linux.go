@@ -208,6 +208,9 @@ func (il *interleaved) run(halt, producersDone <-chan struct{}) (float64, error)
 		if idleOK && idleOK1 {
 			baselineAvail = (cpu1 - cpu0 + idle1 - idle0).Seconds()
 		}
+		if err == nil {
+			err = il.ring.settle()
+		}
 		if err != nil {
 			if il.ctx.Err() != nil {
 				return il.engineSecs, nil

@@ -45,8 +45,7 @@ type baselineRing struct {
 	// that writeback, and a writer stalled on it made single slices of
 	// the baseline look starved (ratios up to 1.25 where the median pair
 	// was 0.96).
-	// A slice ends once its deletions are done, off both sides' clocks,
-	// so that the ring is within its bound between slices.
+	// settle waits for the deletions between slices.
 	doomed  chan string
 	deleted sync.WaitGroup // the deleting goroutine
 	pending sync.WaitGroup // deletions asked for and not done
@@ -123,10 +122,6 @@ func (r *baselineRing) slice(ctx context.Context, chunk, group int64, d time.Dur
 		})
 	}
 	wg.Wait()
-	r.pending.Wait()
-	if r.delErr != nil {
-		return 0, 0, r.delErr
-	}
 	var n int64
 	var secs float64
 	for _, o := range out {
@@ -245,6 +240,14 @@ func (w *ringWriter) roll() error {
 	}
 	w.f, w.off = f, 0
 	return nil
+}
+
+// settle waits for the deletions the slices asked for: between slices,
+// off both sides' clocks and their CPU accounting, so that the ring is
+// within its bound when the engine's next slice starts.
+func (r *baselineRing) settle() error {
+	r.pending.Wait()
+	return r.delErr
 }
 
 // bytesOnDisk returns the bytes the ring's files take at most: the full

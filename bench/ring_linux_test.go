@@ -52,6 +52,9 @@ func TestBaselineRingBounded(t *testing.T) {
 			t.Fatalf("slice wrote %d bytes in %v s", n, secs)
 		}
 		written += n
+		if err := r.settle(); err != nil {
+			t.Fatal(err)
+		}
 		if names, size := ringFiles(t, dir); size > r.bytesOnDisk() {
 			t.Fatalf("after %d bytes written the ring's files take %d bytes (%v), bound %d", written, size, names, r.bytesOnDisk())
 		}
