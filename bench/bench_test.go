@@ -10,6 +10,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -328,7 +329,7 @@ func TestOutputs(t *testing.T) {
 	}
 	// Not a terminal: plain lines, one per sample, after the line that
 	// says where the data goes.
-	if !strings.HasPrefix(progress.String(), "bench: data in "+c.Dir+" (kept); ") || !strings.Contains(progress.String(), "\nbench   0.1s") || strings.Count(progress.String(), "\n") < 2 || strings.Contains(progress.String(), "\r") {
+	if !strings.HasPrefix(progress.String(), "bench: data in "+c.Dir+" (kept); ") || !regexp.MustCompile(`\nbench +0\.\ds  `).MatchString(progress.String()) || strings.Count(progress.String(), "\n") < 2 || strings.Contains(progress.String(), "\r") {
 		t.Errorf("progress: %q", progress.String())
 	}
 	// An interleaved run's progress says the ratio so far.
