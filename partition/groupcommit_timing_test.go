@@ -16,10 +16,10 @@ import (
 
 // BenchmarkGroupCommitDevice is the device-bound group-commit cell: 16
 // appenders of 100 x 100 B batches under SyncAlways on one partition,
-// against the device's own byte rate measured in the same run. Rounds of
-// the log's appends alternate with rounds of a raw writer (write(2) of
+// against the device's own byte rate measured in the same run. Turns of
+// the log's appends alternate with turns of a raw writer (write(2) of
 // the same batch size with an fdatasync every G chunks, G the appends per
-// sync the log's round achieved, into a fallocated file), each of the
+// sync the log's turn achieved, into a fallocated file), each of the
 // same bytes; the block device under the directory is read after each
 // (sysstat.DeviceWrittenBytes), so each side's device bytes are its own
 // on an otherwise quiet machine.
@@ -36,7 +36,7 @@ import (
 // MB/s (a single writer whose syncs do not overlap its writes: it keeps
 // the device less busy than 16 appenders do).
 func BenchmarkGroupCommitDevice(b *testing.B) {
-	const writers, records, size, rounds = 16, 100, 100, 4
+	const writers, records, size, turns = 16, 100, 100, 4
 	dir := b.TempDir()
 	if _, ok := sysstat.DeviceWrittenBytes(dir); !ok {
 		b.Skip("no block device statistics for the temp dir")
@@ -48,12 +48,12 @@ func BenchmarkGroupCommitDevice(b *testing.B) {
 	}
 	defer l.Close()
 	b.ReportAllocs()
-	perRound := max(writers, (b.N+rounds-1)/rounds)
-	per := (perRound + writers - 1) / writers
+	perTurn := max(writers, (b.N+turns-1)/turns)
+	per := (perTurn + writers - 1) / writers
 	var logSecs, rawSecs float64
 	var logDev, rawDev, logBytes, rawBytes, appends, syncs int64
 	b.ResetTimer()
-	for r := range rounds {
+	for r := range turns {
 		dev0, _ := sysstat.DeviceWrittenBytes(dir)
 		syncs0 := l.sync.syncs.Load()
 		t0 := time.Now()

@@ -66,7 +66,7 @@ func BenchmarkAcquireUpdate(b *testing.B) {
 		name := "n=" + strconv.Itoa(n/1000) + "k"
 		b.Run(name+"/serial", func(b *testing.B) {
 			tb := fixture(n)
-			// The round trip is measured before and after the ops, and
+			// The DRAM latency is measured before and after the ops, and
 			// the mean taken, so that a neighbour's load that comes or
 			// goes during the run weighs on both sides of the ratio.
 			dram := dramRoundTrip(tb.MemoryBytes())
