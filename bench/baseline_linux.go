@@ -62,37 +62,49 @@ func zeroFile(ctx context.Context, f *os.File, n int64) error {
 
 // runBaseline measures the machine after the run (the engine is closed, so
 // its bytes are on disk, and their pages are then dropped from the page
-// cache: evictPageCache) on the run's directory and bytes, and fills
+// cache: evictPageCache) on the run's directory and bytes. After an
+// interleaved run (res.Baseline.When "interleaved") the compared figure and
+// the ratio are already in res, and only the informative figures are
+// measured here, for at most informativeMax each; otherwise it fills
 // res.Baseline and res.RatioToBaseline.
 func runBaseline(ctx context.Context, dir string, c Config, p parsed, res *Result) error {
 	bl := &res.Baseline
-	// Under always and bytes=N appenders wait for syncs (bytes=N: the one
-	// that crosses N), so the run is compared with synced writes; under
-	// interval the syncs run beside the appenders. (From review: bytes=N
-	// was compared with write(2), 0.013x for bytes=1.) The partition
-	// zero-fills ahead of its writer only under always, so the synced
-	// baseline writes over zero-filled blocks only then.
-	bl.ComparedWith = "write"
-	if p.sync.Kind == partition.SyncAlways || p.sync.Kind == partition.SyncBytes {
-		bl.ComparedWith = "write_fdatasync"
-	}
+	interleaved := bl.When == "interleaved"
 	zeroed := p.sync.Kind == partition.SyncAlways
-	bl.SyncGroup, bl.SyncGroupSource = int64(c.Producers), "producers"
-	if p.sync.Kind != partition.SyncNever && res.SyncsObserved > 0 {
-		bl.SyncGroup, bl.SyncGroupSource = max(1, (res.Batches+res.SyncsObserved/2)/res.SyncsObserved), "observed"
+	if !interleaved {
+		// Under always and bytes=N appenders wait for syncs (bytes=N:
+		// the one that crosses N), so the run is compared with synced
+		// writes; under interval the syncs run beside the appenders.
+		// The partition zero-fills ahead of its writer only under
+		// always, so the synced baseline writes over zero-filled blocks
+		// only then.
+		bl.ComparedWith = "write"
+		if p.sync.Kind == partition.SyncAlways || p.sync.Kind == partition.SyncBytes {
+			bl.ComparedWith = "write_fdatasync"
+		}
+		bl.SyncGroup, bl.SyncGroupSource = int64(c.Producers), "producers"
+		if p.sync.Kind != partition.SyncNever && res.SyncsObserved > 0 {
+			bl.SyncGroup, bl.SyncGroupSource = max(1, (res.Batches+res.SyncsObserved/2)/res.SyncsObserved), "observed"
+		}
 	}
 	if res.Bytes == 0 || res.Batches == 0 || c.BaselineMax == 0 || ctx.Err() != nil {
-		bl.When = "skipped"
+		if !interleaved {
+			bl.When = "skipped"
+		}
 		return nil
 	}
 	total := baselineBytes(dir, res.Bytes)
 	if total == 0 {
-		bl.When = "skipped"
+		if !interleaved {
+			bl.When = "skipped"
+		}
 		return nil
 	}
-	bl.When = "after"
+	if !interleaved {
+		bl.When = "after"
+		bl.ChunkBytes = max(1, res.Bytes/res.Batches)
+	}
 	bl.EvictedBytes = evictPageCache(dir)
-	bl.ChunkBytes = max(1, res.Bytes/res.Batches)
 	// Each measurement stops after its time limit: its file (fallocated,
 	// and zero-filled before the fdatasync one, off the clock) need not be
 	// larger than it can reach, taken as 4x the run's rate for that long
@@ -101,16 +113,11 @@ func runBaseline(ctx context.Context, dir string, c Config, p parsed, res *Resul
 		return min(total, max(256<<20, int64(4*res.BytesPerSec*limit.Seconds())))
 	}
 
-	limit := c.BaselineMax
-	if bl.ComparedWith != "write" {
-		limit = min(limit, informativeMax)
-	}
 	var trunc bool
 	var err error
 	// interrupted reports whether err came from a signal (ctx cancelled)
 	// rather than the disk: the run is whole and is reported, its baseline
-	// marked cut short. (From review: a Ctrl-C while the baseline was
-	// measured failed the whole run, with no report.)
+	// marked cut short.
 	interrupted := func() bool {
 		if ctx.Err() == nil {
 			return false
@@ -118,30 +125,39 @@ func runBaseline(ctx context.Context, dir string, c Config, p parsed, res *Resul
 		bl.Truncated, res.Interrupted = true, true
 		return true
 	}
-	bl.WriteBytes, bl.WriteBytesPerSec, trunc, err = baselineWrite(ctx, dir, ".bench-baseline", bl.ChunkBytes, reach(limit), 0, limit, false)
-	if err != nil {
-		if interrupted() {
-			return nil
+	if !interleaved || bl.ComparedWith != "write" {
+		limit := c.BaselineMax
+		if bl.ComparedWith != "write" || interleaved {
+			limit = min(limit, informativeMax)
 		}
-		return err
-	}
-	bl.Truncated = bl.Truncated || trunc && bl.ComparedWith == "write"
-
-	limit = c.BaselineMax
-	if bl.ComparedWith != "write_fdatasync" {
-		limit = min(limit, informativeMax)
-	}
-	bl.SyncWriters = max(1, min(c.Partitions, c.Producers))
-	bl.WriteFdatasyncBytes, bl.WriteFdatasyncBytesPerSec, trunc, err = baselineWriters(ctx, dir, bl.ChunkBytes, reach(limit), bl.SyncGroup, limit, zeroed, bl.SyncWriters)
-	if err != nil {
-		if !interrupted() {
+		bl.WriteBytes, bl.WriteBytesPerSec, trunc, err = baselineWrite(ctx, dir, ".bench-baseline", bl.ChunkBytes, reach(limit), 0, limit, false)
+		if err != nil {
+			if interrupted() {
+				return nil
+			}
 			return err
 		}
-		bl.WriteFdatasyncBytes, bl.WriteFdatasyncBytesPerSec = 0, 0
+		bl.Truncated = bl.Truncated || trunc && bl.ComparedWith == "write" && !interleaved
 	}
-	bl.Truncated = bl.Truncated || trunc && bl.ComparedWith == "write_fdatasync"
+
+	syncWriters := max(1, min(c.Partitions, c.Producers))
+	if !interleaved || bl.ComparedWith != "write_fdatasync" {
+		limit := c.BaselineMax
+		if bl.ComparedWith != "write_fdatasync" || interleaved {
+			limit = min(limit, informativeMax)
+		}
+		bl.SyncWriters = syncWriters
+		bl.WriteFdatasyncBytes, bl.WriteFdatasyncBytesPerSec, trunc, err = baselineWriters(ctx, dir, bl.ChunkBytes, reach(limit), bl.SyncGroup, limit, zeroed, bl.SyncWriters)
+		if err != nil {
+			if !interrupted() {
+				return err
+			}
+			bl.WriteFdatasyncBytes, bl.WriteFdatasyncBytesPerSec = 0, 0
+		}
+		bl.Truncated = bl.Truncated || trunc && bl.ComparedWith == "write_fdatasync" && !interleaved
+	}
 	if zeroed && ctx.Err() == nil {
-		bl.WriteFdatasyncUnwrittenBytes, bl.WriteFdatasyncUnwrittenBytesPerSec, _, err = baselineWriters(ctx, dir, bl.ChunkBytes, reach(informativeMax), bl.SyncGroup, informativeMax, false, bl.SyncWriters)
+		bl.WriteFdatasyncUnwrittenBytes, bl.WriteFdatasyncUnwrittenBytesPerSec, _, err = baselineWriters(ctx, dir, bl.ChunkBytes, reach(informativeMax), bl.SyncGroup, informativeMax, false, syncWriters)
 		if err != nil {
 			if !interrupted() {
 				return err
@@ -150,6 +166,9 @@ func runBaseline(ctx context.Context, dir string, c Config, p parsed, res *Resul
 		}
 	}
 
+	if interleaved {
+		return nil
+	}
 	base := bl.WriteBytesPerSec
 	if bl.ComparedWith == "write_fdatasync" {
 		base = bl.WriteFdatasyncBytesPerSec

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,9 @@ func small(t *testing.T) Config {
 	c.Dir = filepath.Join(t.TempDir(), "data")
 	c.BaselineMax = 30 * time.Millisecond
 	c.SegmentBytes = 1 << 20
+	// No retention, so that readers may start at offset 0 and a run's
+	// bytes stay in the log to be read back.
+	c.RetentionBytes = 0
 	c.Quiet = true
 	return c
 }
@@ -51,10 +55,18 @@ func checkSane(t *testing.T, res *Result) {
 		res.RecordsPerSec <= 0 || res.BytesPerSec <= 0 || res.AllocsPerBatch < 0 {
 		t.Errorf("bad totals: %+v", res)
 	}
-	if bl := res.Baseline; bl.When != "after" || bl.WriteBytesPerSec <= 0 || bl.WriteFdatasyncBytesPerSec <= 0 ||
+	if bl := res.Baseline; (bl.When != "after" && bl.When != "interleaved") || bl.WriteBytesPerSec <= 0 || bl.WriteFdatasyncBytesPerSec <= 0 ||
 		bl.SyncGroup < 1 || bl.ChunkBytes <= 0 || res.RatioToBaseline <= 0 ||
-		(bl.EvictedBytes < res.Bytes && res.Workload.RetentionBytes == 0) { // retention deleted some
+		(bl.When == "after" && bl.EvictedBytes < res.Bytes && res.Workload.RetentionBytes == 0) { // retention deleted some
 		t.Errorf("bad baseline: %+v, ratio %v", bl, res.RatioToBaseline)
+	}
+	if sp := res.RatioSpread; res.Baseline.When == "interleaved" &&
+		(sp.Slices < 1 || sp.Pooled != res.RatioToBaseline || sp.Pooled <= 0 || !(0 < sp.Min && sp.Min <= sp.P25 && sp.P25 <= sp.Median && sp.Median <= sp.P75 && sp.P75 <= sp.Max)) {
+		t.Errorf("bad ratio spread %+v, ratio %v", sp, res.RatioToBaseline)
+	}
+	if res.CPUSeconds <= 0 || res.CPUNsPerRecord <= 0 || res.DeviceWrittenBytes < -1 || res.Baseline.DeviceWrittenBytes < -1 || res.Syncs < 0 {
+		t.Errorf("bad CPU, device or sync figures: cpu %v s, %v ns/record, device %d (baseline %d), syncs %d",
+			res.CPUSeconds, res.CPUNsPerRecord, res.DeviceWrittenBytes, res.Baseline.DeviceWrittenBytes, res.Syncs)
 	}
 	if u := res.Baseline.WriteFdatasyncUnwrittenBytesPerSec; (u > 0) != (res.Baseline.ComparedWith == "write_fdatasync") {
 		t.Errorf("write+fdatasync over unwritten blocks %v, compared with %s: want it measured under always only", u, res.Baseline.ComparedWith)
@@ -286,8 +298,10 @@ func TestDurationAndInterrupt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Interrupted || time.Since(start) > 5*time.Second || res.Baseline.When != "skipped" {
-		t.Errorf("interrupted %v after %v, baseline %q", res.Interrupted, time.Since(start), res.Baseline.When)
+	// The pairs measured before the signal stand; the informative
+	// figures after the run are not measured.
+	if bl := res.Baseline; !res.Interrupted || time.Since(start) > 5*time.Second || bl.When != "interleaved" || bl.WriteFdatasyncBytes != 0 {
+		t.Errorf("interrupted %v after %v, baseline %+v", res.Interrupted, time.Since(start), bl)
 	}
 }
 
@@ -313,9 +327,14 @@ func TestOutputs(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
-	// Not a terminal: plain lines, one per sample.
-	if !strings.HasPrefix(progress.String(), "bench   0.1s") || strings.Count(progress.String(), "\n") < 2 || strings.Contains(progress.String(), "\r") {
+	// Not a terminal: plain lines, one per sample, after the line that
+	// says where the data goes.
+	if !strings.HasPrefix(progress.String(), "bench: data in "+c.Dir+" (kept); ") || !regexp.MustCompile(`\nbench +0\.\ds  `).MatchString(progress.String()) || strings.Count(progress.String(), "\n") < 2 || strings.Contains(progress.String(), "\r") {
 		t.Errorf("progress: %q", progress.String())
+	}
+	// An interleaved run's progress says the ratio so far.
+	if !strings.Contains(progress.String(), "x baseline so far") {
+		t.Errorf("progress without the ratio so far: %q", progress.String())
 	}
 	svg, _ := os.ReadFile(c.Plot)
 	if err := xml.Unmarshal(svg, new(struct{})); err != nil || !strings.Contains(string(svg), "<polyline") {

@@ -33,6 +33,23 @@ const (
 // is set.
 const DefaultDuration = 10 * time.Second
 
+// DefaultSlice is the length of an interleaved run's slices: short enough
+// that a 3 s run has some 60-100 pairs for the median (the median's
+// spread shrinks with their square root: 100 ms slices gave 23 pairs, and
+// medians 0.64-0.79 over six runs on a loaded machine), and long enough
+// that parking the producers between slices is a small part of each. The
+// machine's idle time is counted in /proc/stat's 10 ms ticks, coarse
+// against a slice, but it is near zero where the ratio needs it most (a
+// busy machine), and the median over many pairs evens out the rest.
+const DefaultSlice = 25 * time.Millisecond
+
+// DefaultSegmentBytes and DefaultRetentionBytes bound the default run in
+// bytes: at most partitions x 160 MiB of segments on disk at once.
+const (
+	DefaultSegmentBytes   = 32 << 20
+	DefaultRetentionBytes = 128 << 20
+)
+
 // RetentionEvery is how often a run with RetentionBytes applies it.
 const RetentionEvery = 20 * time.Millisecond
 
@@ -71,8 +88,15 @@ type Config struct {
 	RetentionBytes int64
 	Payload        string // text (compressible words) or random
 	Seed           int64  // seeds the payload generator
-	// BaselineMax bounds the time the baseline may take; 0 skips it.
+	// BaselineMax bounds each of the baseline's informative figures,
+	// measured after the run; 0 skips the baseline altogether, slices
+	// included.
 	BaselineMax time.Duration
+	// Slice is the length of the engine's slices, each followed by a
+	// baseline slice as long (interleaved.run); 0 measures the baseline
+	// after the run instead, in one block (the figure then follows
+	// whatever the machine does between the two).
+	Slice time.Duration
 
 	// Outputs: these do not change the workload; they are part of the
 	// report so that it says how the run was made.
@@ -100,6 +124,13 @@ func Defaults() Config {
 		Payload:     "text",
 		Seed:        1,
 		BaselineMax: 5 * time.Second,
+		Slice:       DefaultSlice,
+		// Bounded in bytes: retention deletes what the run wrote
+		// beyond 128 MiB per partition, so that a run of any length
+		// holds the same dirty pages, and the baseline's ring as many
+		// (ringKeep).
+		SegmentBytes:   DefaultSegmentBytes,
+		RetentionBytes: DefaultRetentionBytes,
 	}
 }
 
@@ -161,6 +192,8 @@ func (c Config) parse() (parsed, error) {
 		return p, usagef("--retention-bytes and --readers exclude each other: readers start at offset 0, which retention deletes")
 	case c.BaselineMax < 0:
 		return p, usagef("--baseline-max %v is negative", c.BaselineMax)
+	case c.Slice < 0 || c.Slice > 0 && c.Slice < time.Millisecond:
+		return p, usagef("--slice %v: want 0 (the baseline after the run) or at least 1ms", c.Slice)
 	case c.Topic == "":
 		return p, usagef("--topic is empty")
 	}
@@ -233,6 +266,7 @@ type Workload struct {
 	Payload        string `json:"payload"`
 	Seed           int64  `json:"seed"`
 	BaselineMax    string `json:"baseline_max"`
+	Slice          string `json:"slice"`
 	JSON           bool   `json:"json"`
 	Plot           string `json:"plot"`
 	CPUProfile     string `json:"cpuprofile"`
@@ -247,7 +281,7 @@ func (c Config) Workload() Workload {
 		Producers: c.Producers, Partitions: c.Partitions, RecordSize: c.RecordSize, Batch: c.Batch,
 		Codec: c.Codec, Fsync: c.Fsync, Mode: c.Mode, TxnBatches: c.TxnBatches,
 		Records: c.Records, Readers: c.Readers, Isolation: c.Isolation, Dir: c.Dir, Topic: c.Topic,
-		SegmentBytes: c.SegmentBytes, RetentionBytes: c.RetentionBytes, Payload: c.Payload, Seed: c.Seed, BaselineMax: c.BaselineMax.String(),
+		SegmentBytes: c.SegmentBytes, RetentionBytes: c.RetentionBytes, Payload: c.Payload, Seed: c.Seed, BaselineMax: c.BaselineMax.String(), Slice: c.Slice.String(),
 		JSON: c.JSON, Plot: c.Plot, CPUProfile: c.CPUProfile, MemProfile: c.MemProfile, Trace: c.Trace, Quiet: c.Quiet,
 	}
 	if c.Records == 0 {

@@ -66,7 +66,7 @@ func TestReviewBaselineSyncWritersPerPartition(t *testing.T) {
 	c.Batch = 10
 	res := mustRun(t, c)
 	bl := res.Baseline
-	if bl.When != "after" {
+	if bl.When != "interleaved" {
 		t.Fatalf("baseline %q, want measured", bl.When)
 	}
 	if bl.SyncWriters != 4 {

@@ -79,10 +79,32 @@ type series struct {
 	ys     []float64
 }
 
+// drawnSamples returns the samples the plot draws: all but a last one
+// shorter than half the longest before it. Such a sample is the run's
+// last few milliseconds: drawn as a point like the others, its rate (the
+// producers winding down) fell to near zero and its p99 (a handful of
+// batches, one of them the last, cut-short one) spiked at the end of
+// every plot.
+func drawnSamples(tl []Sample) []Sample {
+	n := len(tl)
+	if n < 2 {
+		return tl
+	}
+	longest := 0.0
+	for _, s := range tl[:n-1] {
+		longest = max(longest, s.Seconds)
+	}
+	if tl[n-1].Seconds < longest/2 {
+		return tl[:n-1]
+	}
+	return tl
+}
+
 func writeSVG(w io.Writer, r *Result) error {
-	xs := make([]float64, len(r.Timeline))
+	drawn := drawnSamples(r.Timeline)
+	xs := make([]float64, len(drawn))
 	var rec, read, p99 []float64
-	for i, s := range r.Timeline {
+	for i, s := range drawn {
 		xs[i] = s.T - s.Seconds/2
 		rec = append(rec, s.RecordsPerSec)
 		read = append(read, s.ReadRecordsPerSec)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 )
 
 // Result is what a run measured. Its JSON form is the report of
@@ -47,13 +48,48 @@ type Result struct {
 	// after their appends: a lower bound on the fdatasync calls that
 	// acknowledged them (0 unless fsync is always or bytes=N).
 	SyncsObserved int64 `json:"syncs_observed"`
+	// Syncs counts the fdatasync calls of the partitions' logs during
+	// the run (Log.Syncs: group commits, interval syncs, seals).
+	Syncs int64 `json:"syncs"`
+	// CPUSeconds is the process's CPU time (getrusage: user plus system,
+	// every goroutine and the GC) over the engine's time, Seconds: in an
+	// interleaved run, its slices only. CPUNsPerRecord divides it by the
+	// records. On a shared machine CPU time says what the run cost where
+	// wall time says how long it waited for the cores too.
+	CPUSeconds     float64 `json:"cpu_seconds"`
+	CPUNsPerRecord float64 `json:"cpu_ns_per_record"`
+	// DeviceWrittenBytes is what the block device under the data dir
+	// wrote over the engine's time (/sys/dev/block/MAJ:MIN/stat, every
+	// process's writes and the filesystem's journal included), -1 where
+	// it cannot be read. Under fsync never most of the run's bytes are
+	// still dirty pages when it ends, or are dropped unwritten when
+	// retention deletes their segment first.
+	DeviceWrittenBytes int64 `json:"device_written_bytes"`
+	// DiskBoundBytes is the most the run's segments can take on disk at
+	// once: partitions x (retention.bytes + a segment); 0 when the run
+	// is not bounded (no retention).
+	DiskBoundBytes int64 `json:"disk_bound_bytes"`
 	// With --retention-bytes: segments retention deleted during the run,
 	// and segments that took a deleted one's file (under fsync always).
 	SegmentsDeleted  int64 `json:"segments_deleted"`
 	SegmentsRecycled int64 `json:"segments_recycled"`
 
-	Baseline        Baseline `json:"baseline"`
-	RatioToBaseline float64  `json:"ratio_to_baseline"`
+	Baseline Baseline `json:"baseline"`
+	// RatioToBaseline is the run's log bytes per second over the
+	// baseline's (Baseline.ComparedWith). In an interleaved run it is
+	// the pooled ratio over the pairs of slices (RatioSpread.Pooled), and
+	// RatioSpread says how the pairs' own ratios spread; 0 when the
+	// baseline was skipped.
+	RatioToBaseline float64     `json:"ratio_to_baseline"`
+	RatioSpread     RatioSpread `json:"ratio_spread"`
+	// RatioBasis says what a pair's rates are taken over:
+	// "cpu_available" (fsync never and interval, both sides bound by the
+	// CPU: per second of the CPU time the process could have had, its
+	// own plus the machine's idle time) or "wall" (always, bytes=N, and
+	// where /proc/stat cannot be read). WallRatioSpread is the
+	// wall-clock ratios' spread in any case.
+	RatioBasis      string      `json:"ratio_basis,omitempty"`
+	WallRatioSpread RatioSpread `json:"wall_ratio_spread"`
 
 	// Readers' figures, over ReadSeconds (from the start until the last
 	// reader caught up with the end of the log). They read from offset 0,
@@ -90,8 +126,21 @@ type Latency struct {
 // the run's average batch size, into a file preallocated with fallocate;
 // and the same with an fdatasync after every SyncGroup chunks.
 type Baseline struct {
-	// When is "after" (the run's own bytes decide the size) or "skipped".
-	When string `json:"when"`
+	// When is "interleaved" (the compared figure measured in slices
+	// alternating with the engine's, SliceSeconds each, the other ones
+	// after the run for at most half a second each), "after" (a library
+	// caller's run with no slices: every figure after the run) or
+	// "skipped".
+	When         string  `json:"when"`
+	SliceSeconds float64 `json:"slice_seconds,omitempty"`
+	// RingBytes: an interleaved baseline writes into files of the
+	// engine's segment size and deletes the oldest beyond what the
+	// engine's retention keeps, so that both hold the same bytes in the
+	// page cache; this is the most its files take at once.
+	RingBytes int64 `json:"ring_bytes,omitempty"`
+	// DeviceWrittenBytes is what the device wrote during the baseline's
+	// slices (-1: not readable), to set beside the run's.
+	DeviceWrittenBytes int64 `json:"device_written_bytes"`
 	// ChunkBytes is the average batch size of the run.
 	ChunkBytes int64 `json:"chunk_bytes"`
 	// WriteBytes is the run's bytes (less where the disk lacks room for
@@ -191,6 +240,10 @@ func (r *Result) WriteSummary(w io.Writer) error {
 		dirNote = "kept; reopened, appended to"
 	}
 	fmt.Fprintf(&b, "data dir       %s (%s)\n", r.Dir, dirNote)
+	if r.DiskBoundBytes > 0 {
+		fmt.Fprintf(&b, "               at most %s of segments on disk at once (retention %s per partition)\n",
+			sizeString(float64(r.DiskBoundBytes)), sizeString(float64(wl.RetentionBytes)))
+	}
 	if r.Interrupted {
 		fmt.Fprintf(&b, "               interrupted before the end\n")
 	}
@@ -202,6 +255,17 @@ func (r *Result) WriteSummary(w io.Writer) error {
 	fmt.Fprintf(&b, "latency        p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  (per batch: %s)\n",
 		usString(l.P50), usString(l.P90), usString(l.P99), usString(l.P999), usString(l.Max), r.LatencyScope)
 	fmt.Fprintf(&b, "allocations    %.2f per batch\n", r.AllocsPerBatch)
+	fmt.Fprintf(&b, "cpu            %.0f ns per record (%.2f s of process CPU time over %.2f s)\n", r.CPUNsPerRecord, r.CPUSeconds, r.Seconds)
+	if r.DeviceWrittenBytes >= 0 {
+		fmt.Fprintf(&b, "device         %s written by the disk under the data dir during the run", sizeString(float64(r.DeviceWrittenBytes)))
+		if r.Baseline.When == "interleaved" && r.Baseline.DeviceWrittenBytes >= 0 {
+			fmt.Fprintf(&b, ", %s during the baseline's slices", sizeString(float64(r.Baseline.DeviceWrittenBytes)))
+		}
+		b.WriteString("\n")
+	}
+	if r.Syncs > 0 {
+		fmt.Fprintf(&b, "fdatasync      %s calls by the logs\n", countString(r.Syncs))
+	}
 	if r.Workload.RetentionBytes > 0 {
 		fmt.Fprintf(&b, "retention      %s segments deleted, %s of them reused for new ones\n", countString(r.SegmentsDeleted), countString(r.SegmentsRecycled))
 	}
@@ -209,9 +273,45 @@ func (r *Result) WriteSummary(w io.Writer) error {
 		fmt.Fprintf(&b, "syncs          %s observed, %.1f batches per sync\n", countString(r.SyncsObserved), float64(r.Batches)/float64(r.SyncsObserved))
 	}
 	bl := r.Baseline
-	if bl.When == "skipped" {
+	name := "write(2)"
+	if bl.ComparedWith == "write_fdatasync" {
+		name = "write+fdatasync"
+	}
+	switch bl.When {
+	case "skipped":
 		fmt.Fprintf(&b, "baseline       skipped\n")
-	} else {
+	case "interleaved":
+		rate := bl.WriteBytesPerSec
+		if bl.ComparedWith == "write_fdatasync" {
+			rate = bl.WriteFdatasyncBytesPerSec
+			name = fmt.Sprintf("write+fdatasync every %d %s, %d %s", bl.SyncGroup, plural(bl.SyncGroup, "chunk"), bl.SyncWriters, plural(int64(bl.SyncWriters), "file"))
+		}
+		fmt.Fprintf(&b, "baseline       %s %s/s on %s, %s-byte chunks, in %s slices of %s alternating with the engine's\n",
+			name, sizeString(rate), sizeString(float64(bl.WriteBytes+bl.WriteFdatasyncBytes-informativeBytes(bl))), countString(bl.ChunkBytes),
+			countString(int64(r.RatioSpread.Slices)), secondsString(bl.SliceSeconds))
+		if bl.ComparedWith == "write" && bl.WriteFdatasyncBytesPerSec > 0 {
+			fmt.Fprintf(&b, "               (write+fdatasync every %d %s: %s/s, after the run, informative)\n", bl.SyncGroup, plural(bl.SyncGroup, "chunk"), sizeString(bl.WriteFdatasyncBytesPerSec))
+		}
+		if bl.ComparedWith == "write_fdatasync" && bl.WriteBytesPerSec > 0 {
+			fmt.Fprintf(&b, "               (write(2): %s/s, after the run, informative)\n", sizeString(bl.WriteBytesPerSec))
+		}
+		if bl.WriteFdatasyncUnwrittenBytesPerSec > 0 {
+			fmt.Fprintf(&b, "               (write+fdatasync over unwritten (fallocated) blocks %s/s, after the run, informative)\n", sizeString(bl.WriteFdatasyncUnwrittenBytesPerSec))
+		}
+		if sp := r.RatioSpread; sp.Slices == 0 {
+			fmt.Fprintf(&b, "ratio          none: no pair of slices was measured\n")
+		} else {
+			basis := "wall-clock rates"
+			if r.RatioBasis == "cpu_available" {
+				basis = "rates per second of the CPU time left to the process"
+			}
+			fmt.Fprintf(&b, "ratio          %.2fx %s over %d pairs of slices, %s; per pair median %.2f, min %.2f, max %.2f, middle half %.2f-%.2f\n",
+				r.RatioToBaseline, bl.ComparedWith, sp.Slices, basis, sp.Median, sp.Min, sp.Max, sp.P25, sp.P75)
+			if w := r.WallRatioSpread; r.RatioBasis != "wall" && w.Slices > 0 {
+				fmt.Fprintf(&b, "               wall-clock: %.2fx; per pair median %.2f, min %.2f, max %.2f, middle half %.2f-%.2f\n", w.Pooled, w.Median, w.Min, w.Max, w.P25, w.P75)
+			}
+		}
+	default:
 		fmt.Fprintf(&b, "baseline       write(2) %s/s on %s; write+fdatasync every %d %s %s/s on %s; %s-byte chunks, measured %s the run\n",
 			sizeString(bl.WriteBytesPerSec), sizeString(float64(bl.WriteBytes)),
 			bl.SyncGroup, plural(bl.SyncGroup, "chunk"), sizeString(bl.WriteFdatasyncBytesPerSec), sizeString(float64(bl.WriteFdatasyncBytes)),
@@ -225,10 +325,6 @@ func (r *Result) WriteSummary(w io.Writer) error {
 		}
 		if bl.EvictedBytes > 0 {
 			fmt.Fprintf(&b, "               (the run's %s dropped from the page cache first)\n", sizeString(float64(bl.EvictedBytes)))
-		}
-		name := "write(2)"
-		if bl.ComparedWith == "write_fdatasync" {
-			name = "write+fdatasync"
 		}
 		if r.RatioToBaseline == 0 {
 			fmt.Fprintf(&b, "ratio          none: the %s baseline was cut short\n", name)
@@ -248,6 +344,20 @@ func (r *Result) WriteSummary(w io.Writer) error {
 	fmt.Fprintf(&b, "close          %.3f s\n", r.CloseSeconds)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// informativeBytes is what an interleaved baseline's informative figure
+// wrote after the run: the bytes the other kind measured.
+func informativeBytes(bl Baseline) int64 {
+	if bl.ComparedWith == "write_fdatasync" {
+		return bl.WriteBytes
+	}
+	return bl.WriteFdatasyncBytes
+}
+
+// secondsString writes a duration in seconds as Go writes durations.
+func secondsString(s float64) string {
+	return time.Duration(s * float64(time.Second)).String()
 }
 
 func plural(n int64, s string) string {

@@ -20,6 +20,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/bench/sysstat"
 	"github.com/idemlog/idemlog/engine"
 	"github.com/idemlog/idemlog/partition"
 	"github.com/idemlog/idemlog/segment"
@@ -105,6 +106,9 @@ type producer struct {
 	observeSyncs bool
 	hist         *hdrhistogram.Histogram
 	quota        int64 // records to write; -1: until stopped
+	// gate holds the producer between the engine's slices of an
+	// interleaved run.
+	gate *gate
 
 	records, batches, payload atomic.Int64
 	// logged: bytes of the batches appended (compressed, as in the log),
@@ -114,6 +118,7 @@ type producer struct {
 }
 
 func (pr *producer) run(stop *atomic.Bool, codec batch.Codec, perBatch int) error {
+	defer pr.gate.leave()
 	if err := pr.write(stop, codec, perBatch); err != nil {
 		return err
 	}
@@ -138,6 +143,11 @@ func (pr *producer) write(stop *atomic.Bool, codec batch.Codec, perBatch int) er
 	size := int64(pr.cur.size)
 	left := pr.quota
 	for !stop.Load() {
+		// A producer released by the run's end must not start one more
+		// batch.
+		if pr.gate.wait(); stop.Load() {
+			return nil
+		}
 		n := perBatch
 		if left >= 0 {
 			if left == 0 {
@@ -197,14 +207,17 @@ type reader struct {
 	records, bytes atomic.Int64
 	aborted        []txnindex.Entry
 	filter         txnindex.Filter
+	gate           *gate
 }
 
 func (r *reader) run(writersDone, abort *atomic.Bool) error {
+	defer r.gate.leave()
 	offs := make([]int64, len(r.parts))
 	for i, p := range r.parts {
 		offs[i] = p.Log().LogStartOffset()
 	}
 	for !abort.Load() {
+		r.gate.wait()
 		// Loaded before the reads: once the writers are done, a reader that
 		// reaches the high watermark has read everything.
 		done := writersDone.Load()
@@ -340,6 +353,23 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 		defer os.RemoveAll(dir)
 	}
 	res.Dir = dir
+	if progress != nil {
+		// The run writes gigabytes in seconds: say where, and how much
+		// stays on disk.
+		where := "kept"
+		if res.DirRemoved {
+			where = "temporary, removed at the end"
+		}
+		bound := "no retention: every byte written stays until the end"
+		if c.RetentionBytes > 0 {
+			seg := c.SegmentBytes
+			if seg == 0 {
+				seg = segment.DefaultMaxBytes
+			}
+			bound = fmt.Sprintf("retention keeps at most %s of segments on disk", sizeString(float64(int64(c.Partitions)*(c.RetentionBytes+seg))))
+		}
+		fmt.Fprintf(progress, "bench: data in %s (%s); %s\n", dir, where, bound)
+	}
 	for i := range c.Partitions {
 		pdir := filepath.Join(dir, fmt.Sprintf("%s-%d", c.Topic, i))
 		if _, err := os.Stat(pdir); err == nil {
@@ -392,6 +422,7 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 	}
 
 	pool := payloadPool(c.Payload, c.Seed, c.RecordSize, c.Batch)
+	g := newGate(c.Producers + c.Readers)
 	prods := make([]*producer, c.Producers)
 	for i := range prods {
 		pr := &producer{
@@ -402,6 +433,7 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 			cur:          newCursor(pool, c.RecordSize, i),
 			hist:         hdrhistogram.New(1, histMax, 3),
 			quota:        -1,
+			gate:         g,
 		}
 		if c.Records > 0 {
 			pr.quota = c.Records / int64(c.Producers)
@@ -424,7 +456,7 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 	}
 	readers := make([]*reader, c.Readers)
 	for i := range readers {
-		r := &reader{committed: c.Isolation == "read_committed"}
+		r := &reader{committed: c.Isolation == "read_committed", gate: g}
 		if c.Readers <= c.Partitions {
 			for j := i; j < c.Partitions; j += c.Readers {
 				r.parts = append(r.parts, parts[j])
@@ -450,24 +482,48 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 	}
 
 	var stop, writersDone, abort, interrupted atomic.Bool
+	// halt ends an interleaved run's slice early: a failure or a signal.
+	halt := make(chan struct{})
+	var haltOnce sync.Once
+	haltNow := func() { haltOnce.Do(func() { close(halt) }) }
+	interleave := c.BaselineMax > 0 && c.Slice > 0
+	if interleave {
+		// The producers and readers wait at the gate until the first
+		// slice opens it, so that every slice's clock starts when the
+		// engine does.
+		g.closed.Store(true)
+	}
+	syncs0 := make([]int64, len(parts))
+	for i, part := range parts {
+		syncs0[i] = part.Log().Syncs()
+	}
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
+	cpu0 := sysstat.CPUTime()
+	dev0, devOK := sysstat.DeviceWrittenBytes(dir)
 	start := time.Now()
-	if p.duration > 0 {
+	if p.duration > 0 && !interleave {
 		t := time.AfterFunc(p.duration, func() { stop.Store(true) })
 		defer t.Stop()
 	}
 	defer context.AfterFunc(ctx, func() {
 		interrupted.Store(true)
 		stop.Store(true)
+		haltNow()
 	})()
 
 	smp := newSampler(start, prods, readers, progress, c, p.duration)
 	smpDone := make(chan struct{})
-	go func() {
-		defer close(smpDone)
-		smp.loop()
-	}()
+	if interleave {
+		// The interleaved run samples between slices, on the engine's
+		// clock (slices.go).
+		close(smpDone)
+	} else {
+		go func() {
+			defer close(smpDone)
+			smp.loop()
+		}()
+	}
 
 	var errMu sync.Mutex
 	var errs []error
@@ -477,6 +533,7 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 		errMu.Unlock()
 		stop.Store(true)
 		abort.Store(true)
+		haltNow()
 	}
 	var rwg sync.WaitGroup
 	readEnd := make([]time.Time, len(readers))
@@ -517,17 +574,40 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 			}
 		})
 	}
-	pwg.Wait()
+	producersDone := make(chan struct{})
+	go func() {
+		pwg.Wait()
+		close(producersDone)
+	}()
+	var il *interleaved
+	var seconds float64
+	if interleave {
+		il = newInterleaved(ctx, c, p, dir, prods, parts, g, smp, pool)
+		seconds, err = il.run(halt, producersDone)
+		if err != nil {
+			fail(err)
+		}
+		stop.Store(true)
+		g.open()
+	}
+	<-producersDone
 	end := time.Now()
 	runtime.ReadMemStats(&ms1)
+	cpu1 := sysstat.CPUTime()
+	dev1, devOK1 := sysstat.DeviceWrittenBytes(dir)
 	writersDone.Store(true)
 	rwg.Wait()
 	retained.Wait()
 	res.SegmentsDeleted = deleted.Load()
 	for i, part := range parts {
 		res.SegmentsRecycled += part.Log().Recycled() - recycled0[i]
+		res.Syncs += part.Log().Syncs() - syncs0[i]
 	}
-	smp.finish(end)
+	if interleave {
+		il.finish()
+	} else {
+		smp.finish(end)
+	}
 	<-smpDone
 	if traceFile != nil {
 		trace.Stop()
@@ -542,6 +622,15 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 
 	// The figures.
 	res.Seconds = end.Sub(start).Seconds()
+	res.CPUSeconds = (cpu1 - cpu0).Seconds()
+	res.DeviceWrittenBytes = -1
+	if devOK && devOK1 {
+		res.DeviceWrittenBytes = dev1 - dev0
+	}
+	if interleave {
+		// The engine's own slices: the baseline's are its own figures.
+		res.Seconds, res.CPUSeconds, res.DeviceWrittenBytes = seconds, il.cpu.Seconds(), il.engineDevice
+	}
 	merged := hdrhistogram.New(1, histMax, 3)
 	for _, pr := range prods {
 		res.Records += pr.records.Load()
@@ -569,6 +658,16 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 		for _, pr := range prods {
 			res.Bytes += pr.logged.Load()
 		}
+	}
+	if res.Records > 0 {
+		res.CPUNsPerRecord = res.CPUSeconds * 1e9 / float64(res.Records)
+	}
+	if c.RetentionBytes > 0 {
+		seg := c.SegmentBytes
+		if seg == 0 {
+			seg = segment.DefaultMaxBytes
+		}
+		res.DiskBoundBytes = int64(c.Partitions) * (c.RetentionBytes + seg)
 	}
 	if s := res.Seconds; s > 0 {
 		res.RecordsPerSec = float64(res.Records) / s
@@ -637,7 +736,14 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 	}
 	res.CloseSeconds = time.Since(t).Seconds()
 
-	if res.Bytes > 0 && c.BaselineMax > 0 && ctx.Err() == nil {
+	if il != nil {
+		il.fill(res)
+	}
+	switch {
+	case res.Bytes == 0 || c.BaselineMax == 0 || ctx.Err() != nil:
+	case il != nil:
+		status(fmt.Sprintf("measuring the baseline's informative figures (at most %v each)...", min(c.BaselineMax, informativeMax)))
+	default:
 		status(fmt.Sprintf("measuring the baseline on %s...", sizeString(float64(baselineBytes(dir, res.Bytes)))))
 	}
 	if err := runBaseline(ctx, dir, c, p, res); err != nil {
@@ -671,6 +777,8 @@ type sampler struct {
 	terminal bool
 	cfg      Config
 	duration time.Duration
+	// note ends the progress line (the interleaved run's ratio so far).
+	note string
 
 	ticker  *time.Ticker
 	stop    chan time.Time
@@ -817,6 +925,7 @@ func (s *sampler) sample(now time.Time, show bool) {
 	if len(s.readers) > 0 {
 		fmt.Fprintf(&b, "  read %s records/s", countString(int64(smp.ReadRecordsPerSec)))
 	}
+	b.WriteString(s.note)
 	if s.cfg.Records > 0 {
 		fmt.Fprintf(&b, "  %3.0f%%", 100*float64(records)/float64(s.cfg.Records))
 	} else if s.duration > 0 {

@@ -30,7 +30,7 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"bench", "--plot", "x.png"}, 2, "", "--plot"},
 		{[]string{"bench", "--topic", "a/b"}, 2, "", "--topic"},
 		{[]string{"bench", "extra"}, 2, "", `unexpected argument "extra"`},
-		{[]string{"bench", "--bogus"}, 2, "", "not defined: -bogus"},
+		{[]string{"bench", "--bogus"}, 2, "", "not defined: --bogus"},
 	} {
 		code, stdout, stderr := runCLI(c.args...)
 		if code != c.code {
@@ -120,8 +120,17 @@ func TestBenchJSON(t *testing.T) {
 				prev = v
 			}
 			bl := obj(t, m, "baseline")
-			if num(t, bl, "write_bytes_per_sec") <= 0 || num(t, bl, "write_fdatasync_bytes_per_sec") <= 0 || bl["when"] != "after" {
+			if num(t, bl, "write_bytes_per_sec") <= 0 || num(t, bl, "write_fdatasync_bytes_per_sec") <= 0 || bl["when"] != "interleaved" {
 				t.Errorf("%s/%s: baseline %v", mode, fsync, bl)
+			}
+			sp := obj(t, m, "ratio_spread")
+			if num(t, sp, "slices") < 1 || num(t, sp, "pooled") != num(t, m, "ratio_to_baseline") ||
+				!(num(t, sp, "min") <= num(t, sp, "median") && num(t, sp, "median") <= num(t, sp, "max")) {
+				t.Errorf("%s/%s: ratio spread %v, ratio %v", mode, fsync, sp, m["ratio_to_baseline"])
+			}
+			if num(t, m, "cpu_ns_per_record") <= 0 || num(t, m, "syncs") < 0 || num(t, m, "device_written_bytes") < -1 ||
+				(fsync == "always" && num(t, m, "syncs") <= 0) {
+				t.Errorf("%s/%s: cpu_ns_per_record %v, syncs %v, device_written_bytes %v", mode, fsync, m["cpu_ns_per_record"], m["syncs"], m["device_written_bytes"])
 			}
 			want := "write"
 			if fsync == "always" || strings.HasPrefix(fsync, "bytes=") {
@@ -194,5 +203,66 @@ func TestBenchRetention(t *testing.T) {
 	}
 	if code, _, stderr := runCLI("bench", "--retention-bytes", "-1"); code != 2 || !strings.Contains(stderr, "retention-bytes") {
 		t.Errorf("--retention-bytes -1: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// Flag values that the run would ignore or misread are usage errors that
+// say which values the flag takes.
+func TestBenchFlagValues(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		// A bad level is named before whether it applies.
+		{[]string{"--isolation", "foo"}, `--isolation "foo": want read_uncommitted or read_committed`},
+		{[]string{"--isolation", "foo", "--readers", "1"}, `--isolation "foo": want read_uncommitted or read_committed`},
+		// 0 was taken as "the default" without a word.
+		{[]string{"--segment-bytes", "0"}, "--segment-bytes 0 is no size"},
+		{[]string{"--slice", "-1ms"}, "--slice -1ms: want 0"},
+		{[]string{"--slice", "10us"}, "--slice 10µs: want 0"},
+	} {
+		all := append([]string{"bench", "--records", "100", "--quiet", "--dir", t.TempDir()}, c.args...)
+		code, stdout, stderr := runCLI(all...)
+		if code != 2 || stdout != "" || !strings.Contains(stderr, c.want) {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", c.args, code, stderr, c.want)
+		}
+	}
+}
+
+// The default run is bounded in bytes (retention), says so, and says
+// where its data goes; with readers, which start at offset 0, retention
+// is off unless asked for; batches larger than the default segment get a
+// segment that holds two.
+func TestBenchBoundedByDefault(t *testing.T) {
+	dir := t.TempDir()
+	code, stdout, stderr := runCLI("bench", "--records", "2000", "--json", "--dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	if !strings.HasPrefix(stderr, "bench: data in "+dir+" (kept); retention keeps at most 671.1 MB of segments on disk\n") {
+		t.Errorf("stderr does not start with where the data goes and how much stays: %q", stderr)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(stdout), &m); err != nil {
+		t.Fatal(err)
+	}
+	w := obj(t, m, "workload")
+	if w["retention_bytes"] != float64(128<<20) || w["segment_bytes"] != float64(32<<20) || num(t, m, "disk_bound_bytes") != 4*(128+32)<<20 {
+		t.Errorf("workload %v, disk_bound_bytes %v", w, m["disk_bound_bytes"])
+	}
+	m = benchJSON(t, "--records", "2000", "--readers", "1", "--dir", t.TempDir())
+	if w := obj(t, m, "workload"); w["retention_bytes"] != 0.0 || num(t, m, "disk_bound_bytes") != 0 {
+		t.Errorf("with readers: workload %v", w)
+	}
+	code, stdout, stderr = runCLI("bench", "--json", "--quiet", "--records", "8", "--batch", "4", "--record-size", "8388608",
+		"--producers", "1", "--partitions", "1", "--baseline-max", "0", "--dir", t.TempDir())
+	if code != 0 {
+		t.Fatalf("32 MiB batches: exit %d, stderr %q", code, stderr)
+	}
+	if err := json.Unmarshal([]byte(stdout), &m); err != nil {
+		t.Fatal(err)
+	}
+	if w := obj(t, m, "workload"); w["segment_bytes"].(float64) < 2*4*(8388608+8) || w["retention_bytes"].(float64) < 4*w["segment_bytes"].(float64) {
+		t.Errorf("32 MiB batches: workload %v", w)
 	}
 }

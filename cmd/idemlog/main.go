@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 )
 
@@ -57,6 +58,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "-h", "-help", "--help":
 		usage(stdout)
 		return exitOK
+	case "--version", "-version":
+		info, ok := debug.ReadBuildInfo()
+		fmt.Fprint(stdout, versionString(info, ok))
+		return exitOK
 	case "help":
 		if len(args) > 1 {
 			// "idemlog help dump" is "idemlog dump --help".
@@ -91,8 +96,56 @@ Commands:
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, `
-Run 'idemlog <command> --help' for a command's flags.
+Run 'idemlog <command> --help' for a command's flags; 'idemlog --version'
+says which build this is.
+
+Output: dump, verify and bench are tools run by a person, and print text
+for people on stdout (dump --json and bench --json print JSON for
+programs), their errors on stderr. serve is a long-running process whose
+messages are events for whatever collects its logs: it writes them on
+stderr as structured lines (log/slog's key=value text: time=... level=...
+msg=...), which log collectors parse without a grammar of their own, and
+prints on stdout only the addresses it listens on, for scripts.
 `)
+}
+
+// versionString describes the build: the module's version (a release tag,
+// a pseudo-version from the VCS, or "(devel)") and, when the build
+// recorded them, the commit, its time and whether the tree had changes.
+func versionString(info *debug.BuildInfo, ok bool) string {
+	if !ok || info == nil {
+		return "idemlog (no build information)\n"
+	}
+	var b strings.Builder
+	v := info.Main.Version
+	if v == "" {
+		v = "(unknown version)"
+	}
+	fmt.Fprintf(&b, "idemlog %s", v)
+	if info.Main.Path != "" {
+		fmt.Fprintf(&b, " (%s)", info.Main.Path)
+	}
+	b.WriteString("\n")
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	if rev := settings["vcs.revision"]; rev != "" {
+		fmt.Fprintf(&b, "%s commit %s", settings["vcs"], rev)
+		if t := settings["vcs.time"]; t != "" {
+			fmt.Fprintf(&b, ", %s", t)
+		}
+		if settings["vcs.modified"] == "true" {
+			b.WriteString(", with uncommitted changes")
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "built with %s", info.GoVersion)
+	if goos, goarch := settings["GOOS"], settings["GOARCH"]; goos != "" && goarch != "" {
+		fmt.Fprintf(&b, " for %s/%s", goos, goarch)
+	}
+	b.WriteString("\n")
+	return b.String()
 }
 
 // parseArgs parses flags that may come before or after the positional
@@ -102,7 +155,7 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			return nil, gnuFlagError(err)
 		}
 		rest := fs.Args()
 		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {

@@ -78,7 +78,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		sync, err = partition.ParseSyncPolicy(*fsync)
 	}
 	if err == nil {
-		err = level.UnmarshalText([]byte(*logLevel))
+		level, err = parseLogLevel(*logLevel)
 	}
 	// Checked here, before anything is opened: a mistake is a usage error
 	// and leaves no data dir behind. (From review.)

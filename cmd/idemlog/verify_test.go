@@ -143,7 +143,7 @@ func TestVerifyUsage(t *testing.T) {
 		{[]string{"verify", "--help"}, 0, "Exit status:"},
 		{[]string{"--help"}, 0, "\n  verify "},
 		{[]string{"verify"}, 2, "missing PATH"},
-		{[]string{"verify", "--bogus", sample}, 2, "not defined: -bogus"},
+		{[]string{"verify", "--bogus", sample}, 2, "not defined: --bogus"},
 		{[]string{"verify", sample, "--max-batch-bytes", "10"}, 2, "below the 61-byte"},
 		{[]string{"verify", "--max-batch-bytes", "x", sample}, 2, "invalid value"},
 	} {
