@@ -220,6 +220,9 @@ func (w *workload) idempotent(g int) {
 				// The same bytes again: a duplicate at the same offsets.
 				w.append(parts[i], raw)
 			}
+			// Paced, so that a run's acknowledgements stay in the
+			// thousands whatever the policy costs.
+			time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
 		}
 	}
 }
