@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/idemlog/idemlog/batch"
@@ -66,22 +67,31 @@ func Check(cfg Config, r *Reporter) error {
 		return err
 	}
 	defer e.Close()
-	for _, id := range TxnIDs {
-		start := time.Now()
-		var tp *engine.TransactionalProducer
-		for {
-			tp, err = e.NewTransactionalProducer(id, TxnTimeout)
-			if err == nil || time.Since(start) > reinitBound {
-				break
+	// The ids are tried at once, so that a wedged one costs the bound
+	// once, not once per id.
+	lines := make([]string, len(TxnIDs))
+	var wg sync.WaitGroup
+	for i, id := range TxnIDs {
+		wg.Go(func() {
+			start := time.Now()
+			for {
+				tp, err := e.NewTransactionalProducer(id, TxnTimeout)
+				if err == nil {
+					pid, epoch := tp.ID()
+					lines[i] = fmt.Sprintf("reinit %s %d %d %d", id, pid, epoch, time.Since(start).Milliseconds())
+					return
+				}
+				if time.Since(start) > reinitBound {
+					lines[i] = fmt.Sprintf("wedged %s %s", id, oneLine(err))
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if err != nil {
-			r.Printf("wedged %s %s", id, oneLine(err))
-			continue
-		}
-		pid, epoch := tp.ID()
-		r.Printf("reinit %s %d %d %d", id, pid, epoch, time.Since(start).Milliseconds())
+		})
+	}
+	wg.Wait()
+	for _, l := range lines {
+		r.Printf("%s", l)
 	}
 	// Every id was fenced above, which aborts its open transaction: every
 	// partition's last stable offset must reach its high watermark.

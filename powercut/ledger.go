@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/partition"
@@ -24,6 +25,15 @@ type Counts struct {
 	// Lost: an acknowledged batch missing from its offset (above the log
 	// start, in a topic not deleted).
 	Lost int
+	// LostBeyondBound: losses past what the policy allows: under
+	// interval=D a batch acknowledged more than D (plus slack) before the
+	// kill; under bytes=N more than N bytes (plus slack) of one
+	// partition's batches acknowledged in one stage.
+	LostBeyondBound int
+	// LostAfterClose: a batch found at an earlier check, after which the
+	// checker closed the engine cleanly (everything synced), missing at
+	// a later one.
+	LostAfterClose int
 	// Mismatched: a batch at an acknowledged offset with the same
 	// producer id, epoch and sequence but other bytes.
 	Mismatched int
@@ -61,6 +71,9 @@ type Counts struct {
 	// WorkloadErrors: calls of the workload that failed (reported, not a
 	// failure class by themselves).
 	WorkloadErrors int
+	// What the disk was asked to do: evidence that the rounds went
+	// through the paths the model must get right.
+	FileSyncs, DirSyncs, Renames, Allocates, TornPages int64
 }
 
 // Add adds o to c.
@@ -71,6 +84,8 @@ func (c *Counts) Add(o Counts) {
 	c.Checks += o.Checks
 	c.Acked += o.Acked
 	c.Lost += o.Lost
+	c.LostBeyondBound += o.LostBeyondBound
+	c.LostAfterClose += o.LostAfterClose
 	c.Mismatched += o.Mismatched
 	c.Duplicated += o.Duplicated
 	c.RetryMoved += o.RetryMoved
@@ -89,17 +104,24 @@ func (c *Counts) Add(o Counts) {
 	c.VerifyOK += o.VerifyOK
 	c.VerifyCorrupt += o.VerifyCorrupt
 	c.WorkloadErrors += o.WorkloadErrors
+	c.FileSyncs += o.FileSyncs
+	c.DirSyncs += o.DirSyncs
+	c.Renames += o.Renames
+	c.Allocates += o.Allocates
+	c.TornPages += o.TornPages
 }
 
 func (c Counts) String() string {
-	return fmt.Sprintf("rounds %d, cuts %d (torn %d), checks %d, acked batches %d, lost %d, mismatched %d, duplicated %d, "+
+	return fmt.Sprintf("rounds %d, cuts %d (torn %d), checks %d, acked batches %d, lost %d (beyond the policy's bound %d, after a clean close %d), mismatched %d, duplicated %d, "+
 		"retries moved %d, atomicity %d, commits lost %d, topics lost %d, topics back %d, deletes undone %d, "+
 		"wedged ids %d, pinned LSOs %d, unstable offsets %d, open failures %d, check failures %d, "+
-		"pids reused %d, epochs regressed %d, verify ok %d, verify corrupt %d, workload errors %d",
-		c.Rounds, c.Cuts, c.TornCuts, c.Checks, c.Acked, c.Lost, c.Mismatched, c.Duplicated,
+		"pids reused %d, epochs regressed %d, verify ok %d, verify corrupt %d, workload errors %d; "+
+		"disk: file syncs %d, dir syncs %d, renames %d, fallocates %d, torn pages kept %d",
+		c.Rounds, c.Cuts, c.TornCuts, c.Checks, c.Acked, c.Lost, c.LostBeyondBound, c.LostAfterClose, c.Mismatched, c.Duplicated,
 		c.RetryMoved, c.Atomicity, c.CommitsLost, c.TopicsLost, c.TopicsBack, c.DeletesUndone,
 		c.WedgedIDs, c.PinnedLSOs, c.Unstable, c.OpenFailures, c.CheckFailures,
-		c.PIDReused, c.EpochRegressed, c.VerifyOK, c.VerifyCorrupt, c.WorkloadErrors)
+		c.PIDReused, c.EpochRegressed, c.VerifyOK, c.VerifyCorrupt, c.WorkloadErrors,
+		c.FileSyncs, c.DirSyncs, c.Renames, c.Allocates, c.TornPages)
 }
 
 // Promise is one row of the table of what a sync policy promises across a
@@ -107,41 +129,52 @@ func (c Counts) String() string {
 type Promise struct {
 	Class string
 	Count func(Counts) int
-	// Always: promised under SyncAlways only; the other classes are
-	// promised under every policy.
-	Always bool
+	// Applies says under which policies the class must stay at zero.
+	Applies func(partition.SyncPolicy) bool
 }
 
-// Promises is the table the harness asserts. Under every policy a power
-// cut may not duplicate, alter or corrupt what it keeps, wedge an id, pin
-// a partition, fail an open or reuse a producer id; under SyncAlways it
-// also may not lose anything acknowledged: batches, transaction outcomes,
-// committed offsets, topic creations and deletions, DeleteRecords.
+func everyPolicy(partition.SyncPolicy) bool { return true }
+
+func alwaysOnly(p partition.SyncPolicy) bool { return p.Kind == partition.SyncAlways }
+
+func bounded(p partition.SyncPolicy) bool {
+	return p.Kind == partition.SyncInterval || p.Kind == partition.SyncBytes
+}
+
+// Promises is the table the harness asserts (docs/DURABILITY.md). Under
+// every policy a power cut may not duplicate, alter or corrupt what it
+// keeps, lose what a clean close synced, wedge an id, pin a partition,
+// fail an open or reuse a producer id; under interval and bytes it may
+// lose only the policy's bound; under always it may not lose anything
+// acknowledged: batches, transaction outcomes, committed offsets, topic
+// creations and deletions, DeleteRecords.
 var Promises = []Promise{
-	{"duplicated", func(c Counts) int { return c.Duplicated }, false},
-	{"mismatched", func(c Counts) int { return c.Mismatched }, false},
-	{"retries moved", func(c Counts) int { return c.RetryMoved }, false},
-	{"wedged ids", func(c Counts) int { return c.WedgedIDs }, false},
-	{"pinned LSOs", func(c Counts) int { return c.PinnedLSOs }, false},
-	{"unstable offsets", func(c Counts) int { return c.Unstable }, false},
-	{"open failures", func(c Counts) int { return c.OpenFailures }, false},
-	{"check failures", func(c Counts) int { return c.CheckFailures }, false},
-	{"pids reused", func(c Counts) int { return c.PIDReused }, false},
-	{"verify corrupt", func(c Counts) int { return c.VerifyCorrupt }, false},
-	{"lost", func(c Counts) int { return c.Lost }, true},
-	{"atomicity", func(c Counts) int { return c.Atomicity }, true},
-	{"commits lost", func(c Counts) int { return c.CommitsLost }, true},
-	{"topics lost", func(c Counts) int { return c.TopicsLost }, true},
-	{"topics back", func(c Counts) int { return c.TopicsBack }, true},
-	{"deletes undone", func(c Counts) int { return c.DeletesUndone }, true},
-	{"epochs regressed", func(c Counts) int { return c.EpochRegressed }, true},
+	{"duplicated", func(c Counts) int { return c.Duplicated }, everyPolicy},
+	{"mismatched", func(c Counts) int { return c.Mismatched }, everyPolicy},
+	{"retries moved", func(c Counts) int { return c.RetryMoved }, everyPolicy},
+	{"wedged ids", func(c Counts) int { return c.WedgedIDs }, everyPolicy},
+	{"pinned LSOs", func(c Counts) int { return c.PinnedLSOs }, everyPolicy},
+	{"unstable offsets", func(c Counts) int { return c.Unstable }, everyPolicy},
+	{"open failures", func(c Counts) int { return c.OpenFailures }, everyPolicy},
+	{"check failures", func(c Counts) int { return c.CheckFailures }, everyPolicy},
+	{"pids reused", func(c Counts) int { return c.PIDReused }, everyPolicy},
+	{"verify corrupt", func(c Counts) int { return c.VerifyCorrupt }, everyPolicy},
+	{"lost after a clean close", func(c Counts) int { return c.LostAfterClose }, everyPolicy},
+	{"lost beyond the bound", func(c Counts) int { return c.LostBeyondBound }, bounded},
+	{"lost", func(c Counts) int { return c.Lost }, alwaysOnly},
+	{"atomicity", func(c Counts) int { return c.Atomicity }, alwaysOnly},
+	{"commits lost", func(c Counts) int { return c.CommitsLost }, alwaysOnly},
+	{"topics lost", func(c Counts) int { return c.TopicsLost }, alwaysOnly},
+	{"topics back", func(c Counts) int { return c.TopicsBack }, alwaysOnly},
+	{"deletes undone", func(c Counts) int { return c.DeletesUndone }, alwaysOnly},
+	{"epochs regressed", func(c Counts) int { return c.EpochRegressed }, alwaysOnly},
 }
 
 // Broken returns the promises of policy that c breaks, as "class N".
 func Broken(policy partition.SyncPolicy, c Counts) []string {
 	var out []string
 	for _, p := range Promises {
-		if p.Always && policy.Kind != partition.SyncAlways {
+		if !p.Applies(policy) {
 			continue
 		}
 		if n := p.Count(c); n != 0 {
@@ -159,13 +192,16 @@ type tpKey struct {
 func (k tpKey) String() string { return k.topic + "/" + strconv.Itoa(k.part) }
 
 type sent struct {
-	tp       tpKey
-	raw      []byte
-	acked    bool
-	base     int64
-	dup      bool
-	lost     bool // counted lost once; not counted again
-	present  bool // found at base at the last check
+	tp      tpKey
+	raw     []byte
+	acked   bool
+	base    int64
+	dup     bool
+	lost    bool // counted lost once; not counted again
+	present bool // found at base at the last check
+	// closed: found at a check, whose clean Close synced it.
+	closed   bool
+	ackAt    time.Time
 	idem     bool // from an idempotent producer: retried next stage
 	retryOf  *sent
 	producer string
@@ -222,7 +258,16 @@ type Ledger struct {
 	lastRaw map[string]*sent
 	// byRaw: the first send of each idempotent batch, by its bytes.
 	byRaw map[string]*sent
+	// killedAt: when the last workload was killed.
+	killedAt time.Time
+	// lostBytes: per partition, the bytes of this stage's batches found
+	// lost by the current check.
+	lostBytes map[tpKey]int64
 }
+
+// Killed records when the workload was killed: the interval bound counts
+// back from there.
+func (l *Ledger) Killed(at time.Time) { l.killedAt = at }
 
 // NewLedger returns an empty ledger.
 func NewLedger(policy partition.SyncPolicy) *Ledger {
@@ -300,7 +345,7 @@ func (l *Ledger) Feed(line string) string {
 		if s == nil {
 			break
 		}
-		s.acked, s.base, s.dup = true, atoi(f[2]), f[4] == "1"
+		s.acked, s.base, s.dup, s.ackAt = true, atoi(f[2]), f[4] == "1", time.Now()
 		l.Counts.Acked++
 		// A retry must get the original's offsets whenever the original
 		// is known to be in the log: acknowledged in this stage (no cut
@@ -533,6 +578,15 @@ func sameBatch(stored, sent []byte) bool {
 }
 
 func (l *Ledger) checkBatches(parts map[tpKey]*partState, topics map[string]bool) {
+	l.lostBytes = map[tpKey]int64{}
+	defer func() {
+		for k, n := range l.lostBytes {
+			if n > l.Policy.Bytes+bytesSlack {
+				l.Counts.LostBeyondBound++
+				l.fail("partition %s lost %d bytes of batches acknowledged in this stage under %s", k, n, l.Policy)
+			}
+		}
+	}()
 	for _, s := range l.order {
 		s.present = false
 		if !s.acked || s.lost {
@@ -555,6 +609,7 @@ func (l *Ledger) checkBatches(parts map[tpKey]*partState, topics map[string]bool
 		switch {
 		case ok && sameBatch(b, s.raw):
 			s.present = true
+			s.closed = true
 		case ok && b.HasProducerID() && b.ProducerID() == batch.Batch(s.raw).ProducerID() &&
 			b.ProducerEpoch() == batch.Batch(s.raw).ProducerEpoch() && b.BaseSequence() == batch.Batch(s.raw).BaseSequence():
 			l.Counts.Mismatched++
@@ -571,10 +626,28 @@ func (l *Ledger) checkBatches(parts map[tpKey]*partState, topics map[string]bool
 func (l *Ledger) lose(s *sent, why string) {
 	s.lost = true
 	l.Counts.Lost++
-	if l.Policy.Kind == partition.SyncAlways {
+	switch {
+	case s.closed:
+		l.Counts.LostAfterClose++
+		l.fail("batch at %s@%d, there at an earlier check (then synced by a clean close), lost: %s", s.tp, s.base, why)
+	case l.Policy.Kind == partition.SyncAlways:
 		l.fail("acknowledged batch lost at %s@%d: %s", s.tp, s.base, why)
+	case l.Policy.Kind == partition.SyncInterval && s.stage == l.stage && !l.killedAt.IsZero() &&
+		l.killedAt.Sub(s.ackAt) > l.Policy.Interval+intervalSlack:
+		l.Counts.LostBeyondBound++
+		l.fail("batch at %s@%d acknowledged %v before the kill lost under %s", s.tp, s.base, l.killedAt.Sub(s.ackAt), l.Policy)
+	case l.Policy.Kind == partition.SyncBytes && s.stage == l.stage:
+		l.lostBytes[s.tp] += int64(len(s.raw))
 	}
 }
+
+// Slack on the interval and bytes bounds: the background sync's own
+// duration on a loaded machine, and the appends concurrent with a sync
+// (at most a few batches of a few KiB per partition in this workload).
+const (
+	intervalSlack = 2 * time.Second
+	bytesSlack    = 32 << 10
+)
 
 func (l *Ledger) checkTxns(parts map[tpKey]*partState, offsets map[string]int64) {
 	always := l.Policy.Kind == partition.SyncAlways
@@ -589,7 +662,10 @@ func (l *Ledger) checkTxns(parts map[tpKey]*partState, offsets map[string]int64)
 		var all, none, seen = true, true, false
 		for _, s := range t.sends {
 			p := parts[s.tp]
-			if p == nil || s.base < p.start {
+			// Below the log start the records are gone; at or above a
+			// pinned last stable offset read_committed cannot show them
+			// yet, which PinnedLSOs counts.
+			if p == nil || s.base < p.start || (p.lso < p.hw && s.last >= p.lso) {
 				continue
 			}
 			seen = true

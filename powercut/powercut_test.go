@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +25,11 @@ var (
 	flagTorn = flag.Float64("powercut.torn", 0.25, "fraction of cuts that are torn (keep some unsynced pages)")
 	flagSeed = flag.Uint64("powercut.seed", 0, "campaign seed (0: a fresh one, printed); rounds derive theirs from it")
 	flagMode = flag.String("powercut.mode", "all", "write modes: all, or one of mmap, mixed, pwrite")
+	// flagRound replays one round: its seed and settings (write mode,
+	// torn cuts, who creates the data dir, kill delays) derive from the
+	// campaign seed and its index; the timing of the work against the
+	// kill is the machine's.
+	flagRound = flag.Int("powercut.round", -1, "run only this round (by index) of each policy")
 )
 
 // policies are the sync policies a campaign covers, with the rounds each
@@ -101,13 +107,16 @@ func TestPowerCut(t *testing.T) {
 			}
 			var total Counts
 			for i := range rounds {
+				if *flagRound >= 0 && i != *flagRound {
+					continue
+				}
 				rs := seed ^ uint64(i+1)*0x9e3779b97f4a7c15 ^ uint64(len(pc.name))<<56
 				mode := modes[i%len(modes)]
 				c, failures := runRound(t, pc.policy, mode, rs)
 				total.Add(c)
 				if broken := Broken(pc.policy, c); len(broken) > 0 {
-					t.Errorf("round %d (mode %s, round seed %d; replay: -powercut.seed %d -powercut.policy %s): %s",
-						i, mode, rs, seed, pc.name, strings.Join(broken, ", "))
+					t.Errorf("round %d (mode %s; replay: -powercut.seed %d -powercut.policy %s -powercut.round %d): %s",
+						i, mode, seed, pc.name, i, strings.Join(broken, ", "))
 					for _, f := range failures[:min(len(failures), 8)] {
 						t.Logf("  %s", f)
 					}
@@ -121,7 +130,7 @@ func TestPowerCut(t *testing.T) {
 // runRound runs one round on a fresh disk: two workload stages, each
 // ended by SIGKILL and a power cut (and, half the time, a second cut while
 // the engine recovers), each followed by a check.
-func runRound(t *testing.T, policy partition.SyncPolicy, mode string, seed uint64) (Counts, []string) {
+func runRound(t *testing.T, policy partition.SyncPolicy, mode string, seed uint64) (c Counts, failures []string) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	disk := lazyfs.NewDisk()
 	mnt := filepath.Join(t.TempDir(), "mnt")
@@ -143,6 +152,11 @@ func runRound(t *testing.T, policy partition.SyncPolicy, mode string, seed uint6
 	}
 	l := NewLedger(policy)
 	l.Counts.Rounds = 1
+	defer func() {
+		st := disk.Stats()
+		c.FileSyncs, c.DirSyncs, c.Renames = st.FileSyncs, st.DirSyncs, st.Renames
+		c.Allocates, c.TornPages = st.Allocates, st.TornPages
+	}()
 	cfg := Config{Dir: filepath.Join(mnt, "data"), Policy: policy, Mode: mo,
 		DurableVisibility: rng.IntN(2) == 0, Seed: seed}
 	powerCut := func() {
@@ -198,13 +212,13 @@ func runRound(t *testing.T, policy partition.SyncPolicy, mode string, seed uint6
 			powerCut()
 		}
 		var lines []string
-		c := child.Start(t, "TestPowerCutChild", append(cfg.Env(), envRole+"=check")...)
-		timer := time.AfterFunc(2*time.Minute, c.Kill)
-		for line := range c.Lines {
+		checker := child.Start(t, "TestPowerCutChild", append(cfg.Env(), envRole+"=check")...)
+		timer := time.AfterFunc(2*time.Minute, checker.Kill)
+		for line := range checker.Lines {
 			lines = append(lines, line)
 		}
 		timer.Stop()
-		_, _ = c.Wait()
+		_, _ = checker.Wait()
 		if !l.Check(lines) {
 			return l.Counts, l.Failures
 		}
@@ -219,8 +233,13 @@ func runRound(t *testing.T, policy partition.SyncPolicy, mode string, seed uint6
 func runChild(t *testing.T, role string, cfg Config, l *Ledger, run time.Duration) string {
 	c := child.Start(t, "TestPowerCutChild", append(cfg.Env(), envRole+"="+role)...)
 	var timer *time.Timer
+	var killedAt atomic.Int64
+	kill := func() {
+		killedAt.Store(time.Now().UnixNano())
+		c.Kill()
+	}
 	if role != "workload" {
-		timer = time.AfterFunc(run, c.Kill)
+		timer = time.AfterFunc(run, kill)
 	}
 	// A child that never gets ready (a wedged open) is killed anyway.
 	guard := time.AfterFunc(time.Minute, c.Kill)
@@ -228,7 +247,7 @@ func runChild(t *testing.T, role string, cfg Config, l *Ledger, run time.Duratio
 	fail := ""
 	for line := range c.Lines {
 		if line == "ready" && timer == nil {
-			timer = time.AfterFunc(run, c.Kill)
+			timer = time.AfterFunc(run, kill)
 		}
 		if f := l.Feed(line); f != "" {
 			fail = f
@@ -236,6 +255,9 @@ func runChild(t *testing.T, role string, cfg Config, l *Ledger, run time.Duratio
 	}
 	if timer != nil {
 		timer.Stop()
+	}
+	if at := killedAt.Load(); at != 0 && role == "workload" {
+		l.Killed(time.Unix(0, at))
 	}
 	killed, err := c.Wait()
 	if !killed && fail == "" {
