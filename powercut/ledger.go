@@ -191,9 +191,15 @@ type tpKey struct {
 
 func (k tpKey) String() string { return k.topic + "/" + strconv.Itoa(k.part) }
 
+// sent is an appended batch: raw, its bytes, or, for a batch sent
+// through engine.Producer (which builds the bytes), nil and what the
+// acknowledgement says: the producer and the offsets.
 type sent struct {
 	tp      tpKey
 	raw     []byte
+	last    int64
+	pid     int64
+	epoch   int16
 	acked   bool
 	base    int64
 	dup     bool
@@ -354,6 +360,11 @@ func (l *Ledger) Feed(line string) string {
 			l.Counts.RetryMoved++
 			l.fail("retry of the batch at %s@%d answered at %d (duplicate %v)", s.tp, o.base, s.base, s.dup)
 		}
+	case "psend":
+		s := &sent{tp: tpKey{f[1], int(atoi(f[2]))}, acked: true, base: atoi(f[3]), last: atoi(f[4]),
+			pid: atoi(f[5]), epoch: int16(atoi(f[6])), stage: l.stage, ackAt: time.Now()}
+		l.order = append(l.order, s)
+		l.Counts.Acked++
 	case "txsend":
 		t := l.txn(f[1], f[2])
 		t.sends = append(t.sends, txnSend{tp: tpKey{f[3], int(atoi(f[4]))}, base: atoi(f[5]), last: atoi(f[6]),
@@ -606,6 +617,16 @@ func (l *Ledger) checkBatches(parts map[tpKey]*partState, topics map[string]bool
 			continue // deleted by DeleteRecords or retention
 		}
 		b, ok := p.batches[s.base]
+		if s.raw == nil {
+			if ok && b.HasProducerID() && b.ProducerID() == s.pid && b.ProducerEpoch() == s.epoch && b.LastOffset() == s.last {
+				s.present, s.closed = true, true
+			} else if ok {
+				l.lose(s, fmt.Sprintf("another batch (producer %d) is there", b.ProducerID()))
+			} else {
+				l.lose(s, fmt.Sprintf("no batch there (log start %d, high watermark %d)", p.start, p.hw))
+			}
+			continue
+		}
 		switch {
 		case ok && sameBatch(b, s.raw):
 			s.present = true

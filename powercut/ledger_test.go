@@ -239,3 +239,23 @@ func TestLedgerCountsRetryAtOtherOffsets(t *testing.T) {
 		t.Fatalf("retries %v", got)
 	}
 }
+
+func TestLedgerChecksProducerHandleBatches(t *testing.T) {
+	raw := rawBatch(t, 7, 0, "a") // as engine.Producer built it: producer 7, epoch 0, one record
+	for _, c := range []struct {
+		ack  string
+		lost int
+	}{
+		{"psend idem 0 3 3 7 0", 0},
+		{"psend idem 0 3 3 8 0", 1}, // another producer's batch there
+		{"psend idem 0 3 4 7 0", 1}, // other offsets
+		{"psend idem 0 5 5 7 0", 1}, // nothing there
+	} {
+		l := NewLedger(always)
+		feed(l, c.ack)
+		l.Check(report(stored(raw, 3)))
+		if l.Counts.Lost != c.lost || l.Counts.Acked != 1 {
+			t.Errorf("%s: lost %d acked %d, want %d and 1", c.ack, l.Counts.Lost, l.Counts.Acked, c.lost)
+		}
+	}
+}

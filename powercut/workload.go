@@ -28,6 +28,7 @@ import (
 //	send SID TOPIC P HEX           a raw batch about to be appended
 //	ack SID BASE LAST DUP          ... and its acknowledgement
 //	nack SID ERROR                 ... or its failure
+//	psend TOPIC P BASE LAST PID EPOCH  engine.Producer.Send returned
 //	txsend ID NO TOPIC P BASE LAST PID EPOCH
 //	txoffsets ID NO GROUP TOPIC P OFFSET
 //	txend ID NO commit|abort       Commit or Abort about to be called
@@ -60,6 +61,7 @@ func Workload(cfg Config, r *Reporter) error {
 	for g := range 2 {
 		wg.Go(func() { w.idempotent(g) })
 	}
+	wg.Go(w.producer)
 	wg.Go(func() { w.transactional(TxnIDs[0]) })
 	wg.Go(func() { w.transactional(TxnIDs[1]) })
 	wg.Go(w.transactionalV1)
@@ -222,6 +224,44 @@ func (w *workload) idempotent(g int) {
 			}
 			// Paced, so that a run's acknowledgements stay in the
 			// thousands whatever the policy costs.
+			time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
+		}
+	}
+}
+
+// producer sends through engine.Producer, the engine's own idempotent
+// producer handle, which numbers the batches itself.
+func (w *workload) producer() {
+	rng := w.rand(50)
+	var parts []*engine.Partition
+	for i := range idemParts {
+		p, err := w.e.Partition(topicIdem, i)
+		if err != nil {
+			w.r.Printf("error %s", oneLine(err))
+			return
+		}
+		parts = append(parts, p)
+	}
+	bld := batch.NewBuilder(batch.CodecNone)
+	for {
+		pr, err := w.e.NewProducer()
+		if err != nil {
+			w.r.Printf("error NewProducer: %s", oneLine(err))
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		pid, epoch := pr.ID()
+		w.r.Printf("pid %d %d idem/%d/handle", pid, epoch, w.cfg.Stage)
+		for n := 0; n < 100+rng.IntN(200); n++ {
+			p := parts[rng.IntN(len(parts))]
+			bld.Reset(codec(rng))
+			fill(bld, rng, fmt.Sprintf("handle/%d/%d/%d", w.cfg.Stage, pid, n))
+			res, err := pr.Send(p, bld)
+			if err != nil {
+				w.r.Printf("error Producer.Send: %s", oneLine(err))
+				break
+			}
+			w.r.Printf("psend %s %d %d %d %d %d", p.Topic(), p.Index(), res.BaseOffset, res.LastOffset, pid, epoch)
 			time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
 		}
 	}
