@@ -14,7 +14,7 @@ import (
 )
 
 // Config is what a child process is told: where the data dir is and how
-// the engine is configured. Every open of a data dir in a round uses the
+// the engine is configured. Every open of a data dir in a trial uses the
 // same Config, as a restarted server would.
 type Config struct {
 	Dir    string
@@ -25,7 +25,7 @@ type Config struct {
 	DurableVisibility bool
 	// Seed drives the workload's choices.
 	Seed uint64
-	// Stage numbers the workload runs of a round, from 1.
+	// Stage numbers the workload runs of a trial, from 1.
 	Stage int
 	// Retries is a file of batches the workload sends again first, one
 	// "topic partition hex" per line: the last batch each producer of the
@@ -139,7 +139,7 @@ func txnGroup(id string) string { return "etl-" + id }
 // bounded multiple of it for every id to be re-initialisable.
 const TxnTimeout = 2 * time.Second
 
-// EngineOptions are the engine options of every open in a round.
+// EngineOptions are the engine options of every open in a trial.
 func (c Config) EngineOptions() engine.Options {
 	var o engine.Options
 	o.Partition.Sync = c.Policy

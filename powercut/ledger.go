@@ -17,7 +17,7 @@ import (
 // Counts are a campaign's figures: what was done and, per failure class,
 // how often the checks found it.
 type Counts struct {
-	Rounds, Cuts, TornCuts, Checks int
+	Trials, Cuts, TornCuts, Checks int
 	// Acked counts acknowledged batches (raw appends and transactional
 	// sends), retries and duplicates included.
 	Acked int
@@ -71,14 +71,14 @@ type Counts struct {
 	// WorkloadErrors: calls of the workload that failed (reported, not a
 	// failure class by themselves).
 	WorkloadErrors int
-	// What the disk was asked to do: evidence that the rounds went
+	// What the disk was asked to do: evidence that the trials went
 	// through the paths the model must get right.
 	FileSyncs, DirSyncs, Renames, Allocates, TornPages int64
 }
 
 // Add adds o to c.
 func (c *Counts) Add(o Counts) {
-	c.Rounds += o.Rounds
+	c.Trials += o.Trials
 	c.Cuts += o.Cuts
 	c.TornCuts += o.TornCuts
 	c.Checks += o.Checks
@@ -112,12 +112,12 @@ func (c *Counts) Add(o Counts) {
 }
 
 func (c Counts) String() string {
-	return fmt.Sprintf("rounds %d, cuts %d (torn %d), checks %d, acked batches %d, lost %d (beyond the policy's bound %d, after a clean close %d), mismatched %d, duplicated %d, "+
+	return fmt.Sprintf("trials %d, cuts %d (torn %d), checks %d, acked batches %d, lost %d (beyond the policy's bound %d, after a clean close %d), mismatched %d, duplicated %d, "+
 		"retries moved %d, atomicity %d, commits lost %d, topics lost %d, topics back %d, deletes undone %d, "+
 		"wedged ids %d, pinned LSOs %d, unstable offsets %d, open failures %d, check failures %d, "+
 		"pids reused %d, epochs regressed %d, verify ok %d, verify corrupt %d, workload errors %d; "+
 		"disk: file syncs %d, dir syncs %d, renames %d, fallocates %d, torn pages kept %d",
-		c.Rounds, c.Cuts, c.TornCuts, c.Checks, c.Acked, c.Lost, c.LostBeyondBound, c.LostAfterClose, c.Mismatched, c.Duplicated,
+		c.Trials, c.Cuts, c.TornCuts, c.Checks, c.Acked, c.Lost, c.LostBeyondBound, c.LostAfterClose, c.Mismatched, c.Duplicated,
 		c.RetryMoved, c.Atomicity, c.CommitsLost, c.TopicsLost, c.TopicsBack, c.DeletesUndone,
 		c.WedgedIDs, c.PinnedLSOs, c.Unstable, c.OpenFailures, c.CheckFailures,
 		c.PIDReused, c.EpochRegressed, c.VerifyOK, c.VerifyCorrupt, c.WorkloadErrors,
@@ -238,7 +238,7 @@ type txn struct {
 	outcome string
 }
 
-// Ledger is the parent's record of one round: everything the children
+// Ledger is the parent's record of one trial: everything the children
 // acknowledged, compared with what each check finds.
 type Ledger struct {
 	Policy partition.SyncPolicy
@@ -453,7 +453,7 @@ func (p *partState) isVisible(first, last int64) (all, none bool) {
 }
 
 // Check compares a checker's report with the ledger. It returns false
-// when the checker could not open the data dir (the round ends there).
+// when the checker could not open the data dir (the trial ends there).
 func (l *Ledger) Check(lines []string) bool {
 	l.Counts.Checks++
 	parts := map[tpKey]*partState{}

@@ -211,7 +211,7 @@ func TestLedgerCountsRecoveryFailures(t *testing.T) {
 	if l.Counts.EpochRegressed != 1 {
 		t.Fatalf("epoch regressed %d, want 1", l.Counts.EpochRegressed)
 	}
-	// A checker that opens nothing ends the round; one that never says
+	// A checker that opens nothing ends the trial; one that never says
 	// done is a failure too.
 	l = NewLedger(never)
 	if l.Check([]string{"openfail corrupt metadata"}) || l.Counts.OpenFailures != 1 {

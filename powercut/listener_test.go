@@ -65,7 +65,7 @@ func TestPowerCutServeChild(t *testing.T) {
 // TestPowerCutListener: `idemlog serve` under fsync always (durable-only
 // visibility, as `--fsync always` runs it) on the lazy filesystem, with a
 // franz-go transactional consume-process-produce pipeline (kgo's
-// GroupTransactSession) from "in" to "out" while an idempotent producer
+// group transactions) from "in" to "out" while an idempotent producer
 // fills "in". The server loses power several times: SIGKILL, cut,
 // restart. At the end every acknowledged input is in "in" once and every
 // input's output is in "out" once, read_committed. Both transaction
@@ -173,18 +173,18 @@ func runListener(t *testing.T, versionOpts []kgo.Opt) {
 		t.Fatal(err)
 	}
 	defer prod.Close()
-	newSession := func() *kgo.GroupTransactSession {
-		sess, err := kgo.NewGroupTransactSession(append(opts, kgo.TransactionalID("etl"),
+	newPipeline := func() *kgo.GroupTransactSession {
+		pipe, err := kgo.NewGroupTransactSession(append(opts, kgo.TransactionalID("etl"),
 			kgo.ConsumerGroup("g"), kgo.ConsumeTopics("in"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DefaultProduceTopic("out"),
 			kgo.SessionTimeout(6*time.Second), kgo.TransactionTimeout(3*time.Second))...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return sess
+		return pipe
 	}
-	sess := newSession()
-	defer func() { sess.Close() }()
+	pipe := newPipeline()
+	defer func() { pipe.Close() }()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -245,7 +245,7 @@ func runListener(t *testing.T, versionOpts []kgo.Opt) {
 		default:
 		}
 		pollCtx, pcancel := context.WithTimeout(ctx, 2*time.Second)
-		fs := sess.PollFetches(pollCtx)
+		fs := pipe.PollFetches(pollCtx)
 		pcancel()
 		if fs.NumRecords() == 0 && pollCtx.Err() != nil {
 			if allProduced && countCommitted(opts, "out") >= n {
@@ -256,19 +256,19 @@ func runListener(t *testing.T, versionOpts []kgo.Opt) {
 			}
 			continue
 		}
-		if err := sess.Begin(); err != nil {
+		if err := pipe.Begin(); err != nil {
 			t.Logf("begin: %v; starting a new instance", err)
-			sess.Close()
-			sess = newSession()
+			pipe.Close()
+			pipe = newPipeline()
 			continue
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			sess.Produce(ctx, &kgo.Record{Value: append([]byte("out-"), r.Value...)}, nil)
+			pipe.Produce(ctx, &kgo.Record{Value: append([]byte("out-"), r.Value...)}, nil)
 		})
-		if committed, err := sess.End(ctx, kgo.TryCommit); err != nil {
+		if committed, err := pipe.End(ctx, kgo.TryCommit); err != nil {
 			t.Logf("end: %v; starting a new instance", err)
-			sess.Close()
-			sess = newSession()
+			pipe.Close()
+			pipe = newPipeline()
 			continue
 		} else if committed {
 			lastProgress = time.Now()

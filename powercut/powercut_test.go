@@ -18,26 +18,26 @@ import (
 )
 
 var (
-	flagRounds = flag.Int("powercut.rounds", 0, "rounds per sync policy (0: the CI budget, "+
+	flagTrials = flag.Int("powercut.trials", 0, "trials per sync policy (0: the CI budget, "+
 		"40 under always and 4 under each other policy)")
 	flagPolicy = flag.String("powercut.policy", "all", "sync policies to run: all, or a comma-separated list "+
 		"of never, always, interval, bytes")
 	flagTorn = flag.Float64("powercut.torn", 0.25, "fraction of cuts that are torn (keep some unsynced pages)")
-	flagSeed = flag.Uint64("powercut.seed", 0, "campaign seed (0: a fresh one, printed); rounds derive theirs from it")
+	flagSeed = flag.Uint64("powercut.seed", 0, "campaign seed (0: a fresh one, printed); trials derive theirs from it")
 	flagMode = flag.String("powercut.mode", "all", "write modes: all, or one of mmap, mixed, pwrite")
-	// flagRound replays one round: its seed and settings (write mode,
+	// flagTrial replays one trial: its seed and settings (write mode,
 	// torn cuts, who creates the data dir, kill delays) derive from the
 	// campaign seed and its index; the timing of the work against the
 	// kill is the machine's.
-	flagRound = flag.Int("powercut.round", -1, "run only this round (by index) of each policy")
+	flagTrial = flag.Int("powercut.trial", -1, "run only this trial (by index) of each policy")
 )
 
-// policies are the sync policies a campaign covers, with the rounds each
+// policies are the sync policies a campaign covers, with the trials each
 // gets within the CI budget.
 var policies = []struct {
 	name   string
 	policy partition.SyncPolicy
-	rounds int
+	trials int
 }{
 	{"always", partition.SyncPolicy{Kind: partition.SyncAlways}, 40},
 	{"never", partition.SyncPolicy{Kind: partition.SyncNever}, 4},
@@ -74,10 +74,10 @@ func TestPowerCutChild(t *testing.T) {
 	}
 }
 
-// TestPowerCut runs the power-cut campaign: per sync policy, rounds of a
+// TestPowerCut runs the power-cut campaign: per sync policy, trials of a
 // workload on the lazy filesystem, SIGKILL at a random moment, a power
 // cut, sometimes a cut during recovery too, and a check of what survived
-// against everything acknowledged (Ledger), twice per round. It fails on
+// against everything acknowledged (Ledger), twice per trial. It fails on
 // every class of failure the policy promises to exclude (Promises).
 func TestPowerCut(t *testing.T) {
 	if testing.Short() {
@@ -101,21 +101,21 @@ func TestPowerCut(t *testing.T) {
 			continue
 		}
 		t.Run(pc.name, func(t *testing.T) {
-			rounds := pc.rounds
-			if *flagRounds > 0 {
-				rounds = *flagRounds
+			trials := pc.trials
+			if *flagTrials > 0 {
+				trials = *flagTrials
 			}
 			var total Counts
-			for i := range rounds {
-				if *flagRound >= 0 && i != *flagRound {
+			for i := range trials {
+				if *flagTrial >= 0 && i != *flagTrial {
 					continue
 				}
 				rs := seed ^ uint64(i+1)*0x9e3779b97f4a7c15 ^ uint64(len(pc.name))<<56
 				mode := modes[i%len(modes)]
-				c, failures := runRound(t, pc.policy, mode, rs)
+				c, failures := runTrial(t, pc.policy, mode, rs)
 				total.Add(c)
 				if broken := Broken(pc.policy, c); len(broken) > 0 {
-					t.Errorf("round %d (mode %s; replay: -powercut.seed %d -powercut.policy %s -powercut.round %d): %s",
+					t.Errorf("trial %d (mode %s; replay: -powercut.seed %d -powercut.policy %s -powercut.trial %d): %s",
 						i, mode, seed, pc.name, i, strings.Join(broken, ", "))
 					for _, f := range failures[:min(len(failures), 8)] {
 						t.Logf("  %s", f)
@@ -127,10 +127,10 @@ func TestPowerCut(t *testing.T) {
 	}
 }
 
-// runRound runs one round on a fresh disk: two workload stages, each
+// runTrial runs one trial on a fresh disk: two workload stages, each
 // ended by SIGKILL and a power cut (and, half the time, a second cut while
 // the engine recovers), each followed by a check.
-func runRound(t *testing.T, policy partition.SyncPolicy, mode string, seed uint64) (c Counts, failures []string) {
+func runTrial(t *testing.T, policy partition.SyncPolicy, mode string, seed uint64) (c Counts, failures []string) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	disk := lazyfs.NewDisk()
 	mnt := filepath.Join(t.TempDir(), "mnt")
@@ -151,7 +151,7 @@ func runRound(t *testing.T, policy partition.SyncPolicy, mode string, seed uint6
 		t.Fatal(err)
 	}
 	l := NewLedger(policy)
-	l.Counts.Rounds = 1
+	l.Counts.Trials = 1
 	defer func() {
 		st := disk.Stats()
 		c.FileSyncs, c.DirSyncs, c.Renames = st.FileSyncs, st.DirSyncs, st.Renames
@@ -175,7 +175,7 @@ func runRound(t *testing.T, policy partition.SyncPolicy, mode string, seed uint6
 		}
 	}
 	if rng.IntN(2) == 0 {
-		// Half the rounds start from a data dir an operator made durable
+		// Half the trials start from a data dir an operator made durable
 		// (mkdir, then fsync of its parent); the others let engine.Open
 		// create it, which must make it durable itself.
 		if err := os.Mkdir(cfg.Dir, 0o755); err != nil {

@@ -46,7 +46,7 @@ func Workload(cfg Config, r *Reporter) error {
 	}
 	w := &workload{cfg: cfg, e: e, r: r}
 	// Numbers handed out (send ids, offsets committed) rise across the
-	// stages of a round.
+	// stages of a trial.
 	w.sid.Store(int64(cfg.Stage) * 1_000_000_000)
 	if err := w.createTopics(); err != nil {
 		r.Printf("error %s", oneLine(err))
