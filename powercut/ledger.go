@@ -722,7 +722,12 @@ func (l *Ledger) checkTxns(parts map[tpKey]*partState, offsets map[string]int64)
 		if bad != "" {
 			l.Counts.Atomicity++
 			if always {
-				l.fail("transaction %s/%s: %s", t.id, t.no, bad)
+				end := t.end
+				if end == "" {
+					end = "none"
+				}
+				l.fail("transaction %s/%s (producer %d epoch %d, end asked: %s, acknowledged: %v): %s",
+					t.id, t.no, t.sends[0].pid, t.sends[0].epoch, end, t.done, bad)
 			}
 			t.outcome = "broken"
 			continue
