@@ -117,7 +117,7 @@ func Check(cfg Config, r *Reporter) error {
 			}
 		}
 	}
-	groups := []string{groupPlain}
+	groups := []string{groupPlain, groupReader}
 	for _, id := range TxnIDs {
 		groups = append(groups, txnGroup(id))
 	}

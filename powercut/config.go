@@ -121,7 +121,8 @@ const (
 	topicTmpPrefix = "tmp-"      // created, written and deleted
 	idemParts      = 3
 	txnParts       = 2
-	groupPlain     = "plain" // CommitOffsets outside transactions
+	groupPlain     = "plain"  // CommitOffsets outside transactions
+	groupReader    = "reader" // engine.Consumer's Commit
 	segmentBytes   = 48 << 10
 	retentionBytes = 96 << 10
 )

@@ -428,21 +428,61 @@ func (w *workload) transactionalV1() {
 	}
 }
 
-// commits commits the plain group's offsets, rising, outside transactions.
+// commits commits offsets of the plain group, rising, outside
+// transactions, and those of the reader group through engine.Consumer:
+// one consumer per partition, which polls and commits its position.
 func (w *workload) commits() {
 	rng := w.rand(300)
-	for {
+	readers := make([]*engine.Consumer, idemParts)
+	for n := 0; ; n++ {
 		part := rng.IntN(idemParts)
-		off := w.sid.Add(1)
-		w.r.Printf("committing %s %s %d %d", groupPlain, topicIdem, part, off)
-		tp := engine.TopicPartition{Topic: topicIdem, Partition: int32(part)}
-		if err := w.e.CommitOffsets(groupPlain, map[engine.TopicPartition]engine.OffsetAndMetadata{tp: {Offset: off}}); err != nil {
-			w.r.Printf("error CommitOffsets: %s", oneLine(err))
+		if n%4 == 3 {
+			w.read(readers, part)
 		} else {
-			w.r.Printf("commit %s %s %d %d", groupPlain, topicIdem, part, off)
+			off := w.sid.Add(1)
+			w.r.Printf("committing %s %s %d %d", groupPlain, topicIdem, part, off)
+			tp := engine.TopicPartition{Topic: topicIdem, Partition: int32(part)}
+			if err := w.e.CommitOffsets(groupPlain, map[engine.TopicPartition]engine.OffsetAndMetadata{tp: {Offset: off}}); err != nil {
+				w.r.Printf("error CommitOffsets: %s", oneLine(err))
+			} else {
+				w.r.Printf("commit %s %s %d %d", groupPlain, topicIdem, part, off)
+			}
 		}
 		time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
 	}
+}
+
+// read polls partition part of the idempotent topic with its reader and
+// commits the reader's position; a reader that fails (its position fell
+// below a DeleteRecords) is replaced, and starts again from the group's
+// committed offset.
+func (w *workload) read(readers []*engine.Consumer, part int) {
+	p, err := w.e.Partition(topicIdem, part)
+	if err != nil {
+		w.r.Printf("error %s", oneLine(err))
+		return
+	}
+	c := readers[part]
+	if c == nil {
+		c = w.e.NewConsumer(groupReader, engine.ReadCommitted)
+		if err := c.Assign(p); err != nil {
+			w.r.Printf("error Assign: %s", oneLine(err))
+			return
+		}
+		readers[part] = c
+	}
+	if _, err := c.Poll(p, 64<<10, func(*batch.Record) error { return nil }); err != nil {
+		readers[part] = nil
+		return
+	}
+	pos := c.Position(p)
+	w.r.Printf("committing %s %s %d %d", groupReader, topicIdem, part, pos)
+	if err := c.Commit(); err != nil {
+		w.r.Printf("error Consumer.Commit: %s", oneLine(err))
+		readers[part] = nil
+		return
+	}
+	w.r.Printf("commit %s %s %d %d", groupReader, topicIdem, part, pos)
 }
 
 // deletions deletes records below a partition's high watermark now and
