@@ -666,7 +666,7 @@ func (l *Ledger) lose(s *sent, why string) {
 // duration on a loaded machine, and the appends concurrent with a sync
 // (at most a few batches of a few KiB per partition in this workload).
 const (
-	intervalSlack = 2 * time.Second
+	intervalSlack = 1500 * time.Millisecond
 	bytesSlack    = 32 << 10
 )
 

@@ -196,7 +196,13 @@ func runTrial(t *testing.T, policy partition.SyncPolicy, mode string, seed uint6
 			}
 			cfg.Retries = retries
 		}
-		if fail := runChild(t, "workload", cfg, l, time.Duration(100+rng.IntN(700))*time.Millisecond); fail != "" {
+		run := time.Duration(100+rng.IntN(700)) * time.Millisecond
+		if policy.Kind == partition.SyncInterval {
+			// Long enough that part of the run lies past the interval
+			// bound (intervalSlack), where nothing may be lost.
+			run = time.Duration(500+rng.IntN(2500)) * time.Millisecond
+		}
+		if fail := runChild(t, "workload", cfg, l, run); fail != "" {
 			l.Counts.OpenFailures++
 			l.fail("workload could not open the data dir: %s", fail)
 			return l.Counts, l.Failures
