@@ -7,7 +7,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,6 +32,10 @@ var (
 	// campaign seed and its index; the timing of the work against the
 	// kill is the machine's.
 	flagTrial = flag.Int("powercut.trial", -1, "run only this trial (by index) of each policy")
+	// flagParallel bounds the trials run at once (each its own disk and
+	// mount): most of a trial is waiting (for the kill, for syncs through
+	// FUSE), but too many at once starve the checker's bounded waits.
+	flagParallel = flag.Int("powercut.parallel", 2, "trials run at once")
 )
 
 // policies are the sync policies a campaign covers, with the trials each
@@ -105,23 +111,35 @@ func TestPowerCut(t *testing.T) {
 			if *flagTrials > 0 {
 				trials = *flagTrials
 			}
+			var mu sync.Mutex
 			var total Counts
-			for i := range trials {
-				if *flagTrial >= 0 && i != *flagTrial {
-					continue
-				}
-				rs := seed ^ uint64(i+1)*0x9e3779b97f4a7c15 ^ uint64(len(pc.name))<<56
-				mode := modes[i%len(modes)]
-				c, failures := runTrial(t, pc.policy, mode, rs)
-				total.Add(c)
-				if broken := Broken(pc.policy, c); len(broken) > 0 {
-					t.Errorf("trial %d (mode %s; replay: -powercut.seed %d -powercut.policy %s -powercut.trial %d): %s",
-						i, mode, seed, pc.name, i, strings.Join(broken, ", "))
-					for _, f := range failures[:min(len(failures), 8)] {
-						t.Logf("  %s", f)
+			slots := make(chan struct{}, max(1, *flagParallel))
+			// The group returns once its parallel trials are done.
+			t.Run("trials", func(t *testing.T) {
+				for i := range trials {
+					if *flagTrial >= 0 && i != *flagTrial {
+						continue
 					}
+					t.Run(strconv.Itoa(i), func(t *testing.T) {
+						t.Parallel()
+						slots <- struct{}{}
+						defer func() { <-slots }()
+						rs := seed ^ uint64(i+1)*0x9e3779b97f4a7c15 ^ uint64(len(pc.name))<<56
+						mode := modes[i%len(modes)]
+						c, failures := runTrial(t, pc.policy, mode, rs)
+						mu.Lock()
+						total.Add(c)
+						mu.Unlock()
+						if broken := Broken(pc.policy, c); len(broken) > 0 {
+							t.Errorf("trial %d (mode %s; replay: -powercut.seed %d -powercut.policy %s -powercut.trial %d): %s",
+								i, mode, seed, pc.name, i, strings.Join(broken, ", "))
+							for _, f := range failures[:min(len(failures), 8)] {
+								t.Logf("  %s", f)
+							}
+						}
+					})
 				}
-			}
+			})
 			fmt.Printf("powercut: policy %s: %s\n", pc.policy, total)
 		})
 	}
