@@ -131,8 +131,8 @@ func TestPowerCut(t *testing.T) {
 						total.Add(c)
 						mu.Unlock()
 						if broken := Broken(pc.policy, c); len(broken) > 0 {
-							t.Errorf("trial %d (mode %s; replay: -powercut.seed %d -powercut.policy %s -powercut.trial %d): %s",
-								i, mode, seed, pc.name, i, strings.Join(broken, ", "))
+							t.Errorf("trial %d (mode %s; replay: -powercut.seed %d -powercut.policy %s -powercut.trials %d -powercut.trial %d): %s",
+								i, mode, seed, pc.name, trials, i, strings.Join(broken, ", "))
 							for _, f := range failures[:min(len(failures), 8)] {
 								t.Logf("  %s", f)
 							}
