@@ -86,8 +86,11 @@ func TestServe(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	// Every partition that holds segments was closed cleanly; one never
+	// written has none and nothing to recover (it opens dormant).
 	for _, p := range []string{"auto-0", "auto-1"} {
-		if _, err := os.Stat(filepath.Join(dir, p, ".kafka_cleanshutdown")); err != nil {
+		logs, _ := filepath.Glob(filepath.Join(dir, p, "*.log"))
+		if _, err := os.Stat(filepath.Join(dir, p, ".kafka_cleanshutdown")); err != nil && len(logs) > 0 {
 			t.Errorf("%s: %v", p, err)
 		}
 	}
