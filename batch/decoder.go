@@ -61,7 +61,7 @@ func (d *Decoder) Records(b Batch) (Records, error) {
 	// A record takes at least minRecordSize bytes, so the header's count is
 	// checked against the limit before any byte is inflated.
 	// (An uncompressed section does not inflate: its length, checked
-	// against its count, bounds it. From review: a batch over the inflate
+	// against its count, bounds it. Without this: a batch over the inflate
 	// limit was refused on a topic allowing it.)
 	if b.Codec() != CodecNone && int64(count)*minRecordSize > int64(d.limit()) {
 		return Records{}, fmt.Errorf("cannot read records: %d records claimed: %w", count, ErrInflateLimit)
@@ -132,7 +132,7 @@ func (d *Decoder) unlz4(src []byte) ([]byte, error) {
 	// Only the first frame, as Kafka reads it. The lz4 reader would also
 	// take what follows (more frames, skippable ones), and it keeps a
 	// dependent-block frame's history across Reset, for the next batch's
-	// blocks to be decoded against. (From review.)
+	// blocks to be decoded against.
 	d.src.Reset(src[:n])
 	if d.lz == nil {
 		d.lz = lz4.NewReader(&d.src)
@@ -159,7 +159,7 @@ func (d *Decoder) unzstd(src []byte) ([]byte, error) {
 		// its memory limit, so both are raised to that, and the output
 		// limit is checked on the result: DecodeAll's history is its
 		// output, so a small batch costs no more, while a bomb may cost up
-		// to 128 MiB before it is refused. (From review: with the memory
+		// to 128 MiB before it is refused. (Without this: with the memory
 		// limit at the output limit, level-22 batches, and any Java batch
 		// under a small Limit, were refused.)
 		win := max(uint64(lim), zstdMaxWindow)

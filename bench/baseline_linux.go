@@ -21,8 +21,8 @@ import (
 const maxBaselineBytes = 64 << 30
 
 // baselineBytes is how many bytes the baseline writes: the run's own
-// count, so that it meets the page cache as the run did. (Up to session 6
-// it wrote at most 1 GiB: a run of several GB that went from the page
+// count, so that it meets the page cache as the run did. (With at most 1
+// GiB written: a run of several GB that went from the page
 // cache into dirty-page throttling was compared with a baseline that never
 // left it, 0.47-0.57x for 4 producers x 4 partitions of 1 KiB x 64 over 3
 // s, against 1.19-1.35x for the same workload over 1 s.) Less if the disk

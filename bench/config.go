@@ -168,7 +168,7 @@ func (c Config) parse() (parsed, error) {
 		return p, usagef("--batch %d is not positive", c.Batch)
 	case c.Batch > MaxBatchBytes:
 		// Every record takes at least a byte: this also keeps the
-		// products below from overflowing. (From review.)
+		// products below from overflowing.
 		return p, usagef("--batch %d makes batches over %d MiB", c.Batch, MaxBatchBytes>>20)
 	case int64(c.Batch)*int64(c.RecordSize+8) > MaxBatchBytes:
 		return p, usagef("--batch %d x --record-size %d makes batches over %d MiB", c.Batch, c.RecordSize, MaxBatchBytes>>20)

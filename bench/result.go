@@ -170,7 +170,7 @@ type Baseline struct {
 	SyncGroupSource string `json:"sync_group_source"`
 	// SyncWriters is how many files the write+fdatasync figures write and
 	// sync at once, each its share of the bytes: one per partition the
-	// run wrote, as each partition syncs its own file. (From review: one
+	// run wrote, as each partition syncs its own file. (Without this: one
 	// serial writer made several partitions look faster than the machine.)
 	SyncWriters int `json:"sync_writers"`
 	// ComparedWith names the figure ratio_to_baseline divides by:

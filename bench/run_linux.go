@@ -65,7 +65,7 @@ func (s *partStat) observe(rp int64) {
 // unread. A transactional run's producers would fence their own ids, but
 // not those of an earlier run with more producers, and only after the run's
 // start offsets are taken, so that their abort markers counted as the
-// run's bytes: every mode fences here, before. (From review.)
+// run's bytes: every mode fences here, before.
 func fenceLeftoverTxns(e *engine.Engine) error {
 	if _, ok := e.Topics()[engine.TransactionStateTopic]; !ok {
 		return nil
@@ -102,7 +102,7 @@ type producer struct {
 	// observeSyncs: the policy acknowledges appends by syncs (always,
 	// bytes=N), which the recovery point counts; under the others it
 	// moves only with the seals of rolled segments, which acknowledge
-	// nothing. (From review: syncs_observed was not 0 under never.)
+	// nothing. (Without this: syncs_observed was not 0 under never.)
 	observeSyncs bool
 	hist         *hdrhistogram.Histogram
 	quota        int64 // records to write; -1: until stopped
@@ -134,8 +134,8 @@ func (pr *producer) run(stop *atomic.Bool, codec batch.Codec, perBatch int) erro
 }
 
 // markerSize is the size of the COMMIT marker each commit writes to the
-// producer's partition: logged counts it, as the log holds it. (From
-// review: with retention, bytes, taken from logged, left markers out, and
+// producer's partition: logged counts it, as the log holds it. (Without
+// this: with retention, bytes, taken from logged, left markers out, and
 // without, read back from the log, counted them.)
 var markerSize = int64(len(batch.AppendMarker(nil, batch.Marker{Type: batch.ControlCommit})))
 
@@ -326,7 +326,7 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 	}}
 	// Output files are created first, so that a bad path fails before the
 	// run rather than after it, as a usage error; the plot's too, written
-	// at the end. (From review: the plot's path was first tried after the
+	// at the end. (Without this: the plot's path was first tried after the
 	// run.)
 	var cpuFile, traceFile, memFile, plotFile *os.File
 	for _, o := range []struct {
@@ -400,7 +400,7 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 	}()
 	if n, ok := e.Topics()[c.Topic]; ok && n != c.Partitions {
 		// The run would write and read part of the topic and report it
-		// as the whole. (From review.)
+		// as the whole.
 		return nil, usagef("--partitions %d: the data dir's topic %q has %d", c.Partitions, c.Topic, n)
 	}
 	if err := e.CreateTopic(c.Topic, c.Partitions); err != nil {
@@ -804,7 +804,7 @@ func (s *sampler) loop() {
 			s.sample(time.Now(), true)
 		case end := <-s.stop:
 			// The timeline must add up to the run's records and end where
-			// the run does. (From review: a last slice under 10 ms was
+			// the run does. (Without this: a last slice under 10 ms was
 			// dropped, and ticks after the end overran it.)
 			s.foldAfter(end)
 			switch {

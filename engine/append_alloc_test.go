@@ -12,7 +12,7 @@ import (
 // checked in every build, CI's -race one included; compressed batches
 // inflate into pooled Decoders, which the race detector's sync.Pool drops
 // at random, so they are checked without it.
-func TestReviewFAppendAllocs(t *testing.T) {
+func TestAppendAllocs(t *testing.T) {
 	codecs := []batch.Codec{batch.CodecNone}
 	if !raceEnabled {
 		codecs = append(codecs, batch.CodecZstd, batch.CodecLZ4)

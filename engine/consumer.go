@@ -114,7 +114,7 @@ func (c *Consumer) Poll(p *Partition, maxBytes int, fn func(r *batch.Record) err
 				// The position can lie inside the first batch (a log
 				// start or committed offset mid-batch): its earlier
 				// records are not the consumer's, as Kafka's consumer
-				// drops them. (From review.)
+				// drops them.
 				continue
 			}
 			if err := fn(&r); err != nil {
@@ -151,7 +151,7 @@ func (c *Consumer) skip(b batch.Batch) bool {
 //
 // Positions in partitions deleted since are left out: their committed
 // offsets went with the topic, and a topic created anew under the name
-// starts without any. (From review: they came back, and the new topic's
+// starts without any. (Without this: they came back, and the new topic's
 // consumers skipped its first records.)
 func (c *Consumer) Commit() error {
 	offs := make(map[TopicPartition]OffsetAndMetadata, len(c.positions))

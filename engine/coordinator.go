@@ -72,7 +72,7 @@ func (e *Engine) Coordinator() (*Coordinator, error) {
 		return c, nil
 	}
 	// A failure is not kept: the next call tries again, as a Kafka client
-	// retries COORDINATOR_LOAD_IN_PROGRESS. (From review: a transient
+	// retries COORDINATOR_LOAD_IN_PROGRESS. (Without this: a transient
 	// error, say a full disk at the first use, was returned for good.)
 	c, err := openCoordinator(e)
 	if err != nil {
@@ -134,13 +134,13 @@ func openCoordinator(e *Engine) (*Coordinator, error) {
 // data carries is taken as committed, anything else aborted; with version
 // 1 that epoch is also the next transaction's, so an orphan there may be a
 // later, uncommitted one (those policies do not promise atomicity across a
-// machine crash: waitDecision). (From review: under SyncAlways the sweep
+// machine crash: waitDecision). (Without this: under SyncAlways the sweep
 // committed a never-committed version-1 transaction whose Ongoing record a
 // machine crash lost, on the strength of the previous one's commit.)
 //
 // Transactions the coordinator knows as ongoing or decided are not
 // orphans: their end writes their markers (a decided one whose completion
-// failed is retried, stuckDecided). (From review: a commit whose
+// failed is retried, stuckDecided). (Without this: a commit whose
 // completion failed at open was aborted here on the partitions it had not
 // reached yet, and the retried completion's COMMIT then found nothing open
 // there.) An orphan whose marker fails is kept in c.orphans for
@@ -406,7 +406,7 @@ func (c *Coordinator) InitProducerIDExpected(id string, timeout time.Duration, e
 	}
 	// The state comes first, as in Kafka's handleInitProducerId: a
 	// transaction in progress is never answered with the pair its
-	// producer uses, not even to a retry. (From review: a retry after a
+	// producer uses, not even to a retry. (Without this: a retry after a
 	// rotation got the new pair while its transaction was ongoing.)
 	switch m.state {
 	case TxnPrepareCommit, TxnPrepareAbort:
@@ -588,7 +588,7 @@ func (c *Coordinator) endTxnV1(id string, pid int64, epoch int16, commit bool) (
 			return -1, -1, fmt.Errorf("cannot end %q: %v: %w", id, m.state, ErrConcurrentTransactions)
 		}
 		// An earlier attempt decided but failed to complete: write the
-		// markers now, as endTxnV2 does. (From review: a version-1
+		// markers now, as endTxnV2 does. (Without this: a version-1
 		// transaction stayed PrepareX, pinning its partitions' LSO, until
 		// a restart.)
 		// The answer stays 3.5's CONCURRENT_TRANSACTIONS: the client's
@@ -750,7 +750,7 @@ func (c *Coordinator) endLocked(m *txnMeta, commit, fence, tv2 bool) error {
 				// one bump the fenced instance's own end, one epoch
 				// below, passed for the retry of a version-2 end
 				// (retryOnBump) and took the new epoch: a timed-out
-				// producer's Abort un-fenced it. (From review.)
+				// producer's Abort un-fenced it.
 				next.epoch = m.epoch + 2
 				rotate = next.epoch >= epochExhausted
 			}

@@ -100,7 +100,7 @@ func TestZombieFencing(t *testing.T) {
 	}
 	oldPID, oldEpoch := old.ID()
 	pid, epoch := cur.ID()
-	// The fence, the version-2 end's own bump (Kafka's; session 9), then
+	// The fence, the version-2 end's own bump (Kafka's), then
 	// the new instance's.
 	if pid != oldPID || epoch != oldEpoch+3 {
 		t.Fatalf("new instance %d/%d, old %d/%d: want the same id, epoch +3 (fence, end, InitProducerID)", pid, epoch, oldPID, oldEpoch)
@@ -348,7 +348,7 @@ func TestInitProducerIDExpected(t *testing.T) {
 	// Once the new pair's transaction runs, a late retry from the old pair
 	// is not answered with the pair in use: as any InitProducerID during a
 	// transaction, it fences that instance (CONCURRENT_TRANSACTIONS, then
-	// a new epoch). (From review: it got p4/e4, a second live instance.)
+	// a new epoch). (Without this: it got p4/e4, a second live instance.)
 	e.CreateTopic("kt", 1)
 	if err := c.AddPartitions("k", p4, e4, []TopicPartitionRef{{"kt", 0}}, false); err != nil {
 		t.Fatal(err)

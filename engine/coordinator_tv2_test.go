@@ -585,8 +585,8 @@ func TestEndTxnV2RotationCrashRecovery(t *testing.T) {
 // out version-2 transaction at the exhausted epoch rotates the producer id
 // too (Kafka's KAFKA-20090), so that MaxInt16 is never handed out. The
 // timed-out producer is fenced, COMMIT and ABORT alike (3.6); a new
-// instance goes on at the new id. (Until session 9 its ABORT passed for
-// the retry of the rotating end and took the new pair: un-fenced.)
+// instance goes on at the new id. (With a single bump its ABORT would pass for
+// the retry of the rotating end and take the new pair: un-fenced.)
 func TestTimeoutAtExhaustedEpochRotates(t *testing.T) {
 	now := time.Now()
 	e := openEngine(t, t.TempDir(), Options{Now: func() time.Time { return now }})
@@ -642,8 +642,8 @@ func TestTimeoutAtExhaustedEpochRotates(t *testing.T) {
 // producer whose transaction timed out gets PRODUCER_FENCED for COMMIT and
 // ABORT alike (3.6): Kafka's version-2 fence bumps the epoch twice (the
 // fence, then the end's own bump), so the producer's end is no retry of
-// the coordinator's. A new instance goes on. (Until session 9 one bump
-// let its ABORT pass as a retry and un-fenced it; TestReview20.)
+// the coordinator's. A new instance goes on. (With a single bump
+// its ABORT would pass as a retry and un-fence it; TestCrashModel finds that.)
 func TestTimeoutAbortThenProducerAbort(t *testing.T) {
 	now := time.Now()
 	e := openEngine(t, t.TempDir(), Options{Now: func() time.Time { return now }})

@@ -395,7 +395,7 @@ func TestDeletedTxnIndexRebuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := mustPartition(t, e, "t", 0)
-	review9Fill(t, p)
+	txnIndexFill(t, p)
 	want := string(readCommittedValues(t, p))
 	if err := e.Close(); err != nil {
 		t.Fatal(err)

@@ -127,8 +127,8 @@ type Engine struct {
 	coord   atomic.Pointer[Coordinator]
 
 	// offsetStore is the consumer-offsets store, made on first use
-	// (offsets) under offsetsMu, which is taken before mu. (From review:
-	// kept in a package-level map, it outlived the engine.)
+	// (offsets) under offsetsMu, which is taken before mu. It belongs to
+	// the engine so that it does not outlive it.
 	offsetsMu   sync.Mutex
 	offsetStore *offsetStore
 
@@ -148,7 +148,7 @@ const lockFileName = ".lock"
 
 // ErrDirLocked: another engine, in this process or another, has the data
 // dir open. Two engines on one dir would hand out the same producer ids and
-// write the same segments. (From review: nothing stopped them.)
+// write the same segments. (Without this: nothing stopped them.)
 var ErrDirLocked = errors.New("data dir in use by another engine")
 
 // lockDir takes the data dir's lock without waiting.
@@ -264,7 +264,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 		// markers and orphan transactions are ended even if this run
 		// never asks for the coordinator. Until then they would pin their
 		// partitions' last stable offsets, hiding everything after them
-		// from read_committed consumers. (From review.)
+		// from read_committed consumers.
 		if _, err := e.Coordinator(); err != nil {
 			e.Close()
 			return nil, fmt.Errorf("cannot recover the transaction coordinator: %w", err)
@@ -287,9 +287,8 @@ func Open(dir string, opts Options) (*Engine, error) {
 // maintain runs the engine's periodic work (Options.MaintainInterval)
 // until Close: without it a transaction whose producer went away would
 // never time out in an embedding program, pinning its partitions' last
-// stable offset, and producer state would never expire. (From review:
-// only the Kafka listener did this.) Failures are retried at the next
-// tick; AbortTimedOut keeps what it could not finish.
+// stable offset, and producer state would never expire. Failures are
+// retried at the next tick; AbortTimedOut keeps what it could not finish.
 func (e *Engine) maintain() {
 	defer close(e.maintainDone)
 	t := time.NewTicker(e.opts.MaintainInterval)
@@ -334,7 +333,7 @@ func parsePartitionName(name string) (string, int, bool) {
 	}
 	n, err := strconv.Atoi(name[i+1:])
 	// Only the name the engine writes: "t-00" or "t-+0" would open as
-	// partition 0 under a key lookups never use. (From review.)
+	// partition 0 under a key lookups never use.
 	if err != nil || n < 0 || strconv.Itoa(n) != name[i+1:] || ValidateTopic(name[:i]) != nil {
 		return "", 0, false
 	}
@@ -366,7 +365,7 @@ var ErrTopicAlreadyExists = errcode.New(36, "topic already exists") // TOPIC_ALR
 // ErrInvalidTopic if its name collides with an existing topic's once '.'
 // and '_' are taken alike (Kafka's rule: their metric names would clash).
 // The check and the creation are one step, so of concurrent creations of a
-// topic exactly one succeeds. (From review: every one succeeded, adding
+// topic exactly one succeeds. (Without this: every one succeeded, adding
 // partitions to the first.)
 func (e *Engine) CreateNewTopic(topic string, partitions int, cfg map[string]string) error {
 	return e.createTopic(topic, partitions, cfg, createNew)
@@ -385,7 +384,7 @@ var ErrInvalidPartitions = errcode.New(37, "invalid partition count")
 //
 // The checks and the creation are one step under the engine's lock: a
 // DeleteTopic in between made it create the deleted topic anew, and two
-// concurrent calls for the same count both succeeded. (From review.)
+// concurrent calls for the same count both succeeded.
 func (e *Engine) AddPartitions(topic string, count int) error {
 	return e.createTopic(topic, count, nil, addOnly)
 }
@@ -541,7 +540,6 @@ func (e *Engine) Partition(topic string, index int) (*Partition, error) {
 	var buf [64]byte
 	if index < 0 {
 		// "t" and -1 would make the key "t--1": partition 1 of topic "t-".
-		// (From review.)
 		return nil, fmt.Errorf("cannot find %s partition %d: %w", topic, index, ErrUnknownTopicOrPartition)
 	}
 	key := strconv.AppendInt(append(append(buf[:0], topic...), '-'), int64(index), 10)
@@ -603,7 +601,7 @@ func (e *Engine) Close() error {
 	}
 	errs := closePartitions(*e.parts.Load())
 	// No producer id may be handed out once the lock is released: another
-	// engine may be handing out the same ones. (From review.)
+	// engine may be handing out the same ones.
 	e.pids.close()
 	errs = append(errs, e.lock.Close())
 	return errors.Join(errs...)

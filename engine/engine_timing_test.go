@@ -117,7 +117,7 @@ func bumpEpoch(b *testing.B, batches [][]byte, epoch int16) [][]byte {
 // restampEpoch sets the producer epoch of every batch in place and
 // reseals its CRC (which covers the epoch), keeping everything else.
 func restampEpoch(batches [][]byte, epoch int16) {
-	const crcAt, epochAt = 17, 51 // the v2 header's fields (shared/spec)
+	const crcAt, epochAt = 17, 51 // the v2 header's fields (docs/SEMANTICS.md §1.1)
 	for _, raw := range batches {
 		binary.BigEndian.PutUint16(raw[epochAt:], uint16(epoch))
 		binary.BigEndian.PutUint32(raw[crcAt:], batch.Batch(raw).ComputeCRC())
@@ -169,7 +169,7 @@ func BenchmarkScaling(b *testing.B) {
 						// is restamped in place (epoch and CRC: about 20 ns
 						// a batch, a few percent of an append) rather than
 						// rebuilt (bumpEpoch: decode and build, as costly as
-						// the appends; from review).
+						// the appends).
 						epoch++
 						restampEpoch(batches, epoch)
 						i = 0

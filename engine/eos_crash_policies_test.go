@@ -21,7 +21,7 @@ import (
 	"github.com/idemlog/idemlog/segment"
 )
 
-// TestReview12EOSCrashes is a consume-process-produce pipeline over two
+// TestEOSCrashesUnderSyncPolicies is a consume-process-produce pipeline over two
 // input partitions and three output partitions, run in a child process that
 // is SIGKILLed many times and restarted, under each sync policy. Kills come
 // from three sources, chosen per round by a seeded generator:
@@ -45,32 +45,32 @@ import (
 // and no two acknowledged commits overlap; after the last round every input
 // is in the output exactly once and the committed offsets are the input
 // ends.
-func TestReview12EOSCrashes(t *testing.T) {
-	if os.Getenv(r12DirEnv) != "" {
+func TestEOSCrashesUnderSyncPolicies(t *testing.T) {
+	if os.Getenv(policyCrashDirEnv) != "" {
 		t.Skip("in the child")
 	}
 	for _, pol := range []string{"never", "always", "interval=5ms", "bytes=4096"} {
 		t.Run(strings.NewReplacer("=", "_").Replace(pol), func(t *testing.T) {
-			r12Run(t, pol)
+			policyCrashRun(t, pol)
 		})
 	}
 }
 
 const (
-	r12DirEnv    = "IDEMLOG_R12_EOS_DIR"
-	r12SeedEnv   = "IDEMLOG_R12_EOS_SEED"
-	r12PolicyEnv = "IDEMLOG_R12_EOS_POLICY"
-	r12ClockEnv  = "IDEMLOG_R12_EOS_CLOCK_KILL" // kill at the n-th clock read (0: never)
-	r12StepEnv   = "IDEMLOG_R12_EOS_STEP_KILL"  // 1-in-n chance of a kill at each pipeline step (0: never)
-	r12InParts   = 2
-	r12OutParts  = 3
-	r12Records   = 500 // per input partition
-	r12TxnID     = "r12"
-	r12Group     = "r12g"
-	r12MaxTxn    = 6 // input records per partition per transaction, at most
+	policyCrashDirEnv    = "IDEMLOG_POLICY_CRASH_DIR"
+	policyCrashSeedEnv   = "IDEMLOG_POLICY_CRASH_SEED"
+	policyCrashPolicyEnv = "IDEMLOG_POLICY_CRASH_POLICY"
+	policyCrashClockEnv  = "IDEMLOG_POLICY_CRASH_CLOCK_KILL" // kill at the n-th clock read (0: never)
+	policyCrashStepEnv   = "IDEMLOG_POLICY_CRASH_STEP_KILL"  // 1-in-n chance of a kill at each pipeline step (0: never)
+	policyCrashInParts   = 2
+	policyCrashOutParts  = 3
+	policyCrashRecords   = 500 // per input partition
+	policyCrashTxnID     = "r12"
+	policyCrashGroup     = "r12g"
+	policyCrashMaxTxn    = 6 // input records per partition per transaction, at most
 )
 
-func r12Options(policy string, now func() time.Time) Options {
+func policyCrashOptions(policy string, now func() time.Time) Options {
 	sp, err := partition.ParseSyncPolicy(policy)
 	if err != nil {
 		panic(err)
@@ -85,34 +85,34 @@ func r12Options(policy string, now func() time.Time) Options {
 	}
 }
 
-func r12Value(p, i int) []byte {
+func policyCrashValue(p, i int) []byte {
 	return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, uint32(p)), uint32(i))
 }
 
-func r12OutPart(p, i int) int { return (i*7 + p) % r12OutParts }
+func policyCrashOutPart(p, i int) int { return (i*7 + p) % policyCrashOutParts }
 
-// r12Verify reads every output partition read_committed and the group's
+// policyCrashVerify reads every output partition read_committed and the group's
 // committed input offsets, and checks that output = exactly the committed
 // inputs, once each, in input order per (output, input) partition pair.
-func r12Verify(e *Engine) ([r12InParts]int64, error) {
-	var committed [r12InParts]int64
-	tps := make([]TopicPartition, r12InParts)
+func policyCrashVerify(e *Engine) ([policyCrashInParts]int64, error) {
+	var committed [policyCrashInParts]int64
+	tps := make([]TopicPartition, policyCrashInParts)
 	for p := range tps {
 		tps[p] = TopicPartition{Topic: "in", Partition: int32(p)}
 	}
-	offs, err := e.FetchOffsets(r12Group, tps, true)
+	offs, err := e.FetchOffsets(policyCrashGroup, tps, true)
 	if err != nil {
 		return committed, fmt.Errorf("fetch offsets: %w", err)
 	}
 	for p, tp := range tps {
 		committed[p] = max(offs[tp].Offset, 0)
 	}
-	var seen [r12InParts][]int
+	var seen [policyCrashInParts][]int
 	for p := range seen {
-		seen[p] = make([]int, r12Records)
+		seen[p] = make([]int, policyCrashRecords)
 	}
 	c := e.NewConsumer("", ReadCommitted)
-	for o := range r12OutParts {
+	for o := range policyCrashOutParts {
 		op, err := e.Partition("out", o)
 		if err != nil {
 			return committed, err
@@ -123,7 +123,7 @@ func r12Verify(e *Engine) ([r12InParts]int64, error) {
 		if lso, hw := op.LastStableOffset(), op.Log().HighWatermark(); lso != hw {
 			return committed, fmt.Errorf("out-%d: last stable offset %d, high watermark %d with no live transaction", o, lso, hw)
 		}
-		prev := [r12InParts]int{-1, -1}
+		prev := [policyCrashInParts]int{-1, -1}
 		for c.Position(op) < op.LastStableOffset() {
 			pos := c.Position(op)
 			_, err := c.Poll(op, 1<<16, func(r *batch.Record) error {
@@ -131,7 +131,7 @@ func r12Verify(e *Engine) ([r12InParts]int64, error) {
 					return fmt.Errorf("out-%d at %d: value %x", o, r.Offset, r.Value)
 				}
 				p, i := int(binary.BigEndian.Uint32(r.Value)), int(binary.BigEndian.Uint32(r.Value[4:]))
-				if p >= r12InParts || i >= r12Records || r12OutPart(p, i) != o {
+				if p >= policyCrashInParts || i >= policyCrashRecords || policyCrashOutPart(p, i) != o {
 					return fmt.Errorf("out-%d at %d: input %d/%d does not belong here", o, r.Offset, p, i)
 				}
 				if seen[p][i]++; seen[p][i] > 1 {
@@ -161,17 +161,17 @@ func r12Verify(e *Engine) ([r12InParts]int64, error) {
 	return committed, nil
 }
 
-// TestReview12EOSCrashesChild is the child of TestReview12EOSCrashes. Lines:
+// TestEOSCrashesUnderSyncPoliciesChild is the child of TestEOSCrashesUnderSyncPolicies. Lines:
 //
 //	ready
 //	start c0 c1            (committed offsets after the first fence, verified)
 //	commit inst f0 t0 f1 t1 (acknowledged commit of inputs [f_p, t_p))
 //	done
 //	error ...
-func TestReview12EOSCrashesChild(t *testing.T) {
-	dir := os.Getenv(r12DirEnv)
+func TestEOSCrashesUnderSyncPoliciesChild(t *testing.T) {
+	dir := os.Getenv(policyCrashDirEnv)
 	if dir == "" {
-		t.Skip("child process of TestReview12EOSCrashes")
+		t.Skip("child process of TestEOSCrashesUnderSyncPolicies")
 	}
 	var mu sync.Mutex
 	w := bufio.NewWriter(os.Stdout)
@@ -186,9 +186,9 @@ func TestReview12EOSCrashesChild(t *testing.T) {
 		os.Exit(3)
 	}
 	die := func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL); select {} }
-	seed, _ := strconv.ParseUint(os.Getenv(r12SeedEnv), 10, 64)
-	clockKill, _ := strconv.ParseInt(os.Getenv(r12ClockEnv), 10, 64)
-	stepKill, _ := strconv.Atoi(os.Getenv(r12StepEnv))
+	seed, _ := strconv.ParseUint(os.Getenv(policyCrashSeedEnv), 10, 64)
+	clockKill, _ := strconv.ParseInt(os.Getenv(policyCrashClockEnv), 10, 64)
+	stepKill, _ := strconv.Atoi(os.Getenv(policyCrashStepEnv))
 	var clock atomic.Int64
 	now := func() time.Time {
 		if n := clock.Add(1); clockKill > 0 && n == clockKill {
@@ -211,12 +211,12 @@ func TestReview12EOSCrashesChild(t *testing.T) {
 	}
 	decidingHook = func(string) { step() }
 
-	e, err := Open(dir, r12Options(os.Getenv(r12PolicyEnv), now))
+	e, err := Open(dir, policyCrashOptions(os.Getenv(policyCrashPolicyEnv), now))
 	if err != nil {
 		fail("open: %v", err)
 	}
-	var ins [r12InParts]*Partition
-	var outs [r12OutParts]*Partition
+	var ins [policyCrashInParts]*Partition
+	var outs [policyCrashOutParts]*Partition
 	for p := range ins {
 		if ins[p], err = e.Partition("in", p); err != nil {
 			fail("partition: %v", err)
@@ -232,7 +232,7 @@ func TestReview12EOSCrashesChild(t *testing.T) {
 	initTP := func() *TransactionalProducer {
 		deadline := time.Now().Add(20 * time.Second)
 		for {
-			tp, err := e.NewTransactionalProducer(r12TxnID, time.Minute)
+			tp, err := e.NewTransactionalProducer(policyCrashTxnID, time.Minute)
 			if err == nil {
 				return tp
 			}
@@ -243,7 +243,7 @@ func TestReview12EOSCrashesChild(t *testing.T) {
 		}
 	}
 	first := initTP()
-	committed, err := r12Verify(e)
+	committed, err := policyCrashVerify(e)
 	if err != nil {
 		fail("after restart: %v", err)
 	}
@@ -252,8 +252,8 @@ func TestReview12EOSCrashesChild(t *testing.T) {
 	errEnough := errors.New("enough")
 	// process runs one transaction: up to k records of each input
 	// partition from the group's committed offsets.
-	process := func(rng *rand.Rand, tp *TransactionalProducer, k int, abort bool) (from, to [r12InParts]int64, op string, err error, done bool) {
-		c := e.NewConsumer(r12Group, ReadCommitted)
+	process := func(rng *rand.Rand, tp *TransactionalProducer, k int, abort bool) (from, to [policyCrashInParts]int64, op string, err error, done bool) {
+		c := e.NewConsumer(policyCrashGroup, ReadCommitted)
 		deadline := time.Now().Add(20 * time.Second)
 		for p := range ins {
 			for {
@@ -269,13 +269,13 @@ func TestReview12EOSCrashesChild(t *testing.T) {
 			from[p] = c.Position(ins[p])
 			to[p] = from[p]
 		}
-		if from[0] >= r12Records && from[1] >= r12Records {
+		if from[0] >= policyCrashRecords && from[1] >= policyCrashRecords {
 			return from, to, "", nil, true
 		}
-		var blds [r12OutParts]*batch.Builder
+		var blds [policyCrashOutParts]*batch.Builder
 		for p := range ins {
 			n := 0
-			for n < k && to[p] < r12Records {
+			for n < k && to[p] < policyCrashRecords {
 				_, err := c.Poll(ins[p], 1<<10, func(r *batch.Record) error {
 					if n == k {
 						return errEnough
@@ -287,11 +287,11 @@ func TestReview12EOSCrashesChild(t *testing.T) {
 						return fmt.Errorf("input %d: record at %d, expected %d", p, r.Offset, to[p])
 					}
 					i := int(r.Offset)
-					o := r12OutPart(p, i)
+					o := policyCrashOutPart(p, i)
 					if blds[o] == nil {
 						blds[o] = batch.NewBuilder(batch.CodecNone)
 					}
-					blds[o].Append(r.Timestamp, nil, r12Value(p, i), nil)
+					blds[o].Append(r.Timestamp, nil, policyCrashValue(p, i), nil)
 					to[p]++
 					n++
 					return nil
@@ -317,7 +317,7 @@ func TestReview12EOSCrashesChild(t *testing.T) {
 		for p := range ins {
 			offs[TopicPartition{Topic: "in", Partition: int32(p)}] = OffsetAndMetadata{Offset: to[p]}
 		}
-		if err := tp.SendOffsets(r12Group, offs); err != nil {
+		if err := tp.SendOffsets(policyCrashGroup, offs); err != nil {
 			return from, to, "sendoffsets", err, false
 		}
 		step()
@@ -342,7 +342,7 @@ func TestReview12EOSCrashesChild(t *testing.T) {
 					tp = initTP()
 				}
 				abort := rng.IntN(6) == 0
-				from, to, op, err, done := process(rng, tp, 1+rng.IntN(r12MaxTxn), abort)
+				from, to, op, err, done := process(rng, tp, 1+rng.IntN(policyCrashMaxTxn), abort)
 				switch {
 				case done:
 					return
@@ -367,33 +367,33 @@ func TestReview12EOSCrashesChild(t *testing.T) {
 	say("done")
 }
 
-type r12State struct {
-	acked            [r12InParts][]bool
-	durable, ackEnd  [r12InParts]int64
+type policyCrashState struct {
+	acked            [policyCrashInParts][]bool
+	durable, ackEnd  [policyCrashInParts]int64
 	kills, commits   int
 	starts, finished int
 }
 
-func r12Run(t *testing.T, policy string) {
+func policyCrashRun(t *testing.T, policy string) {
 	rounds := 12
 	dir := t.TempDir()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 12))
 
-	e := openEngine(t, dir, r12Options(policy, nil))
-	if err := e.CreateTopic("in", r12InParts); err != nil {
+	e := openEngine(t, dir, policyCrashOptions(policy, nil))
+	if err := e.CreateTopic("in", policyCrashInParts); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.CreateTopic("out", r12OutParts); err != nil {
+	if err := e.CreateTopic("out", policyCrashOutParts); err != nil {
 		t.Fatal(err)
 	}
-	for p := range r12InParts {
+	for p := range policyCrashInParts {
 		in, _ := e.Partition("in", p)
-		for i := 0; i < r12Records; {
+		for i := 0; i < policyCrashRecords; {
 			b := batch.NewBuilder(batch.CodecNone)
-			for n := 1 + (i+p)%3; n > 0 && i < r12Records; n-- { // batches of 1-3 records
-				b.Append(time.Now().UnixMilli(), nil, r12Value(p, i), nil)
+			for n := 1 + (i+p)%3; n > 0 && i < policyCrashRecords; n-- { // batches of 1-3 records
+				b.Append(time.Now().UnixMilli(), nil, policyCrashValue(p, i), nil)
 				i++
 			}
 			v, err := b.Build()
@@ -408,9 +408,9 @@ func r12Run(t *testing.T, policy string) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st := &r12State{}
+	st := &policyCrashState{}
 	for p := range st.acked {
-		st.acked[p] = make([]bool, r12Records)
+		st.acked[p] = make([]bool, policyCrashRecords)
 	}
 	start := time.Now()
 	for round := 1; round <= rounds; round++ {
@@ -425,34 +425,34 @@ func r12Run(t *testing.T, policy string) {
 				if rng.IntN(3) == 0 {
 					n = 1 + rng.IntN(12) // inside Open's recovery
 				}
-				env = append(env, r12ClockEnv+"="+strconv.Itoa(n))
+				env = append(env, policyCrashClockEnv+"="+strconv.Itoa(n))
 				delay = time.Second
 			default:
-				env = append(env, r12StepEnv+"="+strconv.Itoa(10+rng.IntN(60)))
+				env = append(env, policyCrashStepEnv+"="+strconv.Itoa(10+rng.IntN(60)))
 				delay = time.Second
 			}
 		}
-		env = append(env, r12DirEnv+"="+dir, r12SeedEnv+"="+strconv.FormatUint(rng.Uint64(), 10),
-			r12PolicyEnv+"="+policy, "GORACE=halt_on_error=1")
+		env = append(env, policyCrashDirEnv+"="+dir, policyCrashSeedEnv+"="+strconv.FormatUint(rng.Uint64(), 10),
+			policyCrashPolicyEnv+"="+policy, "GORACE=halt_on_error=1")
 		st.runChild(t, round, env, delay)
 	}
 	t.Logf("%s: %d rounds, %d killed, input consumed in round %d, %d commits acknowledged, %d starts, %v",
 		policy, rounds, st.kills, st.finished, st.commits, st.starts, time.Since(start).Round(time.Millisecond))
 
-	e = openEngine(t, dir, r12Options(policy, nil))
+	e = openEngine(t, dir, policyCrashOptions(policy, nil))
 	defer e.Close()
-	committed, err := r12Verify(e)
+	committed, err := policyCrashVerify(e)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if committed != [r12InParts]int64{r12Records, r12Records} {
-		t.Fatalf("committed input offsets %v, want %d each", committed, r12Records)
+	if committed != [policyCrashInParts]int64{policyCrashRecords, policyCrashRecords} {
+		t.Fatalf("committed input offsets %v, want %d each", committed, policyCrashRecords)
 	}
 }
 
-func (st *r12State) runChild(t *testing.T, round int, env []string, delay time.Duration) {
+func (st *policyCrashState) runChild(t *testing.T, round int, env []string, delay time.Duration) {
 	t.Helper()
-	child := childproc.Start(t, "TestReview12EOSCrashesChild", env...)
+	child := childproc.Start(t, "TestEOSCrashesUnderSyncPoliciesChild", env...)
 	fatal := func(format string, args ...any) {
 		t.Helper()
 		child.Abort()
@@ -500,15 +500,15 @@ func (st *r12State) runChild(t *testing.T, round int, env []string, delay time.D
 			fatal("child: %s", line)
 		case "start":
 			st.starts++
-			for p := range r12InParts {
-				if c := num(1 + p); c < st.durable[p] || c > r12Records {
+			for p := range policyCrashInParts {
+				if c := num(1 + p); c < st.durable[p] || c > policyCrashRecords {
 					fatal("restart finds in-%d committed at %d; commits up to %d were acknowledged before the kill", p, c, st.durable[p])
 				}
 			}
 		case "commit":
-			for p := range r12InParts {
+			for p := range policyCrashInParts {
 				from, to := num(2+2*p), num(3+2*p)
-				if from < st.durable[p] || to < from || to > r12Records {
+				if from < st.durable[p] || to < from || to > policyCrashRecords {
 					fatal("commit of in-%d [%d, %d) acknowledged; acknowledged before the kill: up to %d", p, from, to, st.durable[p])
 				}
 				for i := from; i < to; i++ {

@@ -65,7 +65,7 @@ func (c *Coordinator) Verify(id string, pid int64, epoch int16, tp TopicPartitio
 // hasOngoingTransaction(producerId, producerEpoch): a batch at another
 // epoch is verified, so one at a made-up higher epoch cannot move the
 // partition's producer past the coordinator's, whose marker would then be
-// refused and the transaction stuck in PrepareCommit. (From review.)
+// refused and the transaction stuck in PrepareCommit.
 func (p *Partition) TxnOpen(pid int64, epoch int16) bool {
 	ent, ok := p.producers.TryAcquire(pid)
 	if !ok {
@@ -135,7 +135,7 @@ func (e *Engine) ApplyRetention() (int, error) {
 		d, err := p.log.ApplyRetention()
 		n += d
 		// A partition deleted (or an engine closed) meanwhile has no
-		// retention left to apply. (From review: reported as errors.)
+		// retention left to apply. (Without this: reported as errors.)
 		if err != nil && !(errors.Is(err, partition.ErrClosed) && (p.deleted.Load() || e.closed.Load())) {
 			errs = append(errs, fmt.Errorf("cannot apply retention to %s-%d: %w", p.topic, p.index, err))
 		}

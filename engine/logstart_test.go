@@ -17,7 +17,7 @@ import (
 // TestLateReleaseAfterDeleteTopic: a reader still holding a chunk of a
 // retired segment when its topic is deleted and created again lets go
 // afterwards: the release must not delete the new topic's files, which sit
-// at the old path. (From review.)
+// at the old path.
 func TestLateReleaseAfterDeleteTopic(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{Partition: partition.Options{Segment: segment.Options{MaxBytes: 1024, IndexMaxBytes: 1024}}}
@@ -63,7 +63,7 @@ func TestLateReleaseAfterDeleteTopic(t *testing.T) {
 // TestLSONotBelowLogStart: a transaction that began below the log start
 // (DeleteRecordsBefore cut into it) and survives a crash's replay does not
 // pull the last stable offset below the log start, as in Kafka: a consumer
-// that seeks to the LSO must find an offset it can fetch. (From review.)
+// that seeks to the LSO must find an offset it can fetch.
 func TestLSONotBelowLogStart(t *testing.T) {
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
@@ -92,7 +92,7 @@ func TestLSONotBelowLogStart(t *testing.T) {
 // TestReplayFromSnapshotBelowLogStart: a transaction open at a roll
 // snapshot B commits at m (B < m) in the active segment, then
 // DeleteRecordsBefore(X > m) in the same segment, then a crash. Reopening
-// must replay from B, below the log start (ReadRetained). (From review: it
+// must replay from B, below the log start (ReadRetained). (Without this: it
 // replayed from max(B, X), skipped the commit marker and left the
 // transaction open, pinning the LSO below the log start for ever.)
 func TestReplayFromSnapshotBelowLogStart(t *testing.T) {

@@ -83,7 +83,7 @@ type OffsetAndMetadata struct {
 // + s[n-1] over the UTF-16 code units, in int32 arithmetic. Ill-formed
 // UTF-8 is decoded as the JDK does (javaUTF16Units), not as Go's range
 // does (one U+FFFD per bad byte): a group id a Go client sends with a
-// truncated sequence must hash as Kafka hashes it. (From review.)
+// truncated sequence must hash as Kafka hashes it.
 func javaStringHashCode(s string) int32 {
 	var h int32
 	javaUTF16Units(s, func(u uint16) { h = 31*h + int32(u) })
@@ -153,7 +153,7 @@ type offsetsPartition struct {
 	// While a deletion's tombstones are between their write and their
 	// application (deleting), what markers make current is kept in
 	// installed: in log order those markers come after the tombstones,
-	// so what they installed must survive the deletion. (From review: a
+	// so what they installed must survive the deletion. (Without this: a
 	// COMMIT in that window was lost live and came back at a restart.)
 	deleting  bool
 	installed []installedOffset
@@ -224,7 +224,7 @@ func openOffsets(e *Engine) (*offsetStore, error) {
 		// synced), so it waits for the sync first, holding no lock (the
 		// hook runs under the writer mutex, which the sync needs), while
 		// the hook keeps what arrives for after the replay (op.early).
-		// (From review: a marker appended before the hook and not yet
+		// (Without this: a marker appended before the hook and not yet
 		// synced was seen by neither, and its commit never took effect.)
 		var end int64
 		hook := markerHook(op.onMarker)
@@ -253,7 +253,7 @@ func openOffsets(e *Engine) (*offsetStore, error) {
 		if err != nil {
 			// The hooks installed so far would keep markers for a store
 			// that never becomes ready: removed, for the next open to
-			// install its own. (From review.)
+			// install its own.
 			for j := 0; j <= i; j++ {
 				if q, perr := e.Partition(ConsumerOffsetsTopic, j); perr == nil {
 					q.onMarker.Store(nil)
@@ -452,7 +452,7 @@ func (e *Engine) commitOffsets(group string, offsets map[TopicPartition]OffsetAn
 	defer op.commitMu.RUnlock()
 	// A consumer's positions must be in existing partitions: a deleted
 	// topic's offsets would come back, and a topic created anew under the
-	// name resume from them, skipping its first records. (From review.)
+	// name resume from them, skipping its first records.
 	// Checked under commitMu: DeleteTopic takes the partitions off the map
 	// before its offsets deletion waits for commitMu, so a commit either
 	// sees them gone or is written before that deletion runs.
@@ -498,7 +498,7 @@ func (e *Engine) TxnCommitOffsets(group string, pid int64, epoch int16, offsets 
 // written; otherwise ErrInvalidTxnState (or the lookup's
 // ErrInvalidProducerIDMapping, ErrProducerFenced) and nothing is written.
 // A late TxnOffsetCommit of an ended transaction would otherwise open a
-// transaction in that partition that no coordinator ends. (From review.)
+// transaction in that partition that no coordinator ends.
 func (c *Coordinator) TxnCommitOffsets(id, group string, pid int64, epoch int16, offsets map[TopicPartition]OffsetAndMetadata) error {
 	e := c.e
 	if pid < 0 {

@@ -85,7 +85,7 @@ type AppendResult struct {
 func openPartition(dir, topic string, index int, opts *Options, engineClosed *atomic.Bool) (p *Partition, hasID bool, err error) {
 	// The producer table is capped only after the load: a rebuild from
 	// the log never refuses what the log holds (MaxProducersPerPartition
-	// lowered since, say). (From review: the open failed.)
+	// lowered since, say). (Without this: the open failed.)
 	p = &Partition{topic: topic, index: index, opts: opts, engineClosed: engineClosed, txns: newOpenTxns(),
 		producers: &producerTable{}}
 	lopts := opts.Partition
@@ -110,7 +110,7 @@ func openPartition(dir, topic string, index int, opts *Options, engineClosed *at
 	if err := p.loadProducers(dir); err != nil {
 		// Not Close: a clean close would have the next open trust the
 		// producer state and aborted-transaction index this load did not
-		// rebuild. (From review.)
+		// rebuild.
 		l.Abandon()
 		return nil, false, err
 	}
@@ -176,7 +176,7 @@ func (p *Partition) gone(err error) error {
 	}
 	if p.engineClosed != nil && p.engineClosed.Load() {
 		// Kafka's listener answers a retriable error for ErrClosed, as a
-		// broker that is shutting down does. (From review.)
+		// broker that is shutting down does.
 		return fmt.Errorf("%s-%d: %w: %w", p.topic, p.index, ErrClosed, err)
 	}
 	return err
@@ -263,10 +263,10 @@ func (p *Partition) writeVerified(b []byte, untrusted bool, ver *Verification) (
 			// time-based retention and rolls read: Kafka's validator
 			// writes the records' largest into the batch as CreateTime
 			// (the topic's type; idemlog has no other), CRC resealed.
-			// (From review: a record above the header's was never found
+			// (Without this: a record above the header's was never found
 			// by ListOffsets.) In a copy: the caller's bytes may be read
-			// meanwhile, appended elsewhere at the same time, say. (From
-			// review: a data race.) Only a malformed header pays for it.
+			// meanwhile, appended elsewhere at the same time, say. (Without
+			// this: a data race.) Only a malformed header pays for it.
 			// A LogAppendTime batch's records all read as its max, which
 			// stays: only the type changes, as in Kafka.
 			v = batch.Batch(bytes.Clone(v))
@@ -435,7 +435,7 @@ func (p *Partition) loadProducers(dir string) error {
 // segment whose roll snapshot a crash lost stayed without one, and once
 // retention took the segments below it, a later crash left no snapshot
 // at or above the first segment, every producer seen only below it
-// forgotten. (From review.)
+// forgotten.
 func (p *Partition) replay(from, to int64) error {
 	if from >= to {
 		return nil

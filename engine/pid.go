@@ -63,7 +63,7 @@ func openPIDAllocator(dir string, log *slog.Logger) (*pidAllocator, error) {
 		a.next = int64(binary.BigEndian.Uint64(data))
 		a.fileNext = a.next
 		// Producer ids are never negative (-1 is "no producer"), and the
-		// next block must not wrap. (From review: -1 was handed out.)
+		// next block must not wrap. (Without this: -1 was handed out.)
 		if a.next < 0 || a.next > math.MaxInt64-pidBlockSize {
 			return nil, fmt.Errorf("cannot read producer id watermark: %d out of range in %s: %w", a.next, filepath.Join(dir, pidFile), ErrCorruptMetadata)
 		}

@@ -9,7 +9,7 @@ import (
 )
 
 // A sequential model of one partition's idempotent-producer rules
-// (kafka-log-semantics.md §2.3), written independently of package producer,
+// (docs/SEMANTICS.md §2.3), written independently of package producer,
 // for the porcupine linearizability check in linearizability_test.go.
 //
 // The state is a plain value (fixed arrays, no maps or pointers): Step

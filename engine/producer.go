@@ -78,7 +78,7 @@ func (pr *Producer) Send(p *Partition, bld *batch.Builder) (AppendResult, error)
 	bld.SetProducer(pr.pid, pr.epoch, seq)
 	// A builder set up for a TransactionalProducer and reused would open a
 	// partition transaction no coordinator knows, pinning the last stable
-	// offset for good. (From review.)
+	// offset for good.
 	bld.SetTransactional(false)
 	b, err := bld.Build()
 	if err != nil {

@@ -222,7 +222,7 @@ func readTopicConfig(dir string) (map[string]string, error) {
 	}
 	if err := sc.Err(); err != nil {
 		// A line past the scanner's limit ended the scan: the overrides
-		// after it would be dropped silently. (From review.)
+		// after it would be dropped silently.
 		return nil, fmt.Errorf("cannot parse topic config in %s: %w: %w", dir, ErrInvalidConfig, err)
 	}
 	return cfg, nil

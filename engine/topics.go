@@ -242,7 +242,7 @@ const deleteDirSuffix = "-delete"
 // ErrCorruptMetadata: a metadata file of the data dir (partition.metadata,
 // producer-id-block, a __transaction_state record) that cannot be what
 // idemlog wrote. The storage is at fault, as Kafka's KAFKA_STORAGE_ERROR
-// says. (From review: these errors matched no sentinel.)
+// says. (Without this: these errors matched no sentinel.)
 var ErrCorruptMetadata = errcode.New(errcode.KafkaStorageError, "corrupt metadata")
 
 // createDirPrefix names a partition directory being created (CreateTopic):
@@ -266,7 +266,7 @@ func isDeleteDir(ent os.DirEntry) bool {
 	_, _, ok = parsePartitionName(name[:i])
 	// DeleteTopic shortens a long partition name to keep the whole within
 	// a file name's 255 bytes: what is left of it need not end in "-<n>".
-	// (From review: such leftovers were never removed.)
+	// (Without this: such leftovers were never removed.)
 	return ok || (len(ent.Name()) == maxFileName && ValidateTopic(name[:i]) == nil)
 }
 
@@ -460,7 +460,7 @@ func (e *Engine) retirePartitions(gone []*Partition) ([]string, error) {
 		dir := p.log.Dir()
 		// Kafka's rule: the name may be shortened, the suffix not. A
 		// 249-byte topic's partition name plus the suffix is past the
-		// 255-byte limit of a file name. (From review: such a topic could
+		// 255-byte limit of a file name. (Without this: such a topic could
 		// not be deleted.)
 		tail := "." + hex.EncodeToString(suffix[:]) + deleteDirSuffix
 		base := filepath.Base(dir)

@@ -29,8 +29,8 @@ type TransactionalProducer struct {
 	added map[*Partition]bool
 	// failed is the error of a Send or SendOffsets of the current
 	// transaction: until Abort, Commit refuses (Kafka's abortable error
-	// state), and a fencing error refuses everything (fatal). (From
-	// review: Commit after a failed Send committed the rest, the input
+	// state), and a fencing error refuses everything (fatal). (Without
+	// this: Commit after a failed Send committed the rest, the input
 	// offsets of output never written among it.)
 	failed error
 }
@@ -147,7 +147,7 @@ func (tp *TransactionalProducer) end(commit bool) error {
 	if err != nil {
 		if errors.Is(err, ErrProducerFenced) || errors.Is(err, producer.ErrInvalidProducerEpoch) {
 			// Fatal, as Kafka's producer makes it: every call from now
-			// on reports the fence. (From review: a fence learnt here
+			// on reports the fence. (Without this: a fence learnt here
 			// left an earlier abortable error in place, which asked for
 			// an Abort that the coordinator refuses, for ever.)
 			tp.failed = err

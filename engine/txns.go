@@ -13,7 +13,7 @@ type openTxns struct {
 	// are dropped from the front lazily (and skipped elsewhere). Appends
 	// open them in that order, but a load from a snapshot does not: its
 	// entries come in the producer table's order, so begin inserts in
-	// place. (From review: the LSO after a restart was the first offset
+	// place. (Without this: the LSO after a restart was the first offset
 	// of whichever open transaction the snapshot listed first.)
 	byStart []openTxn
 	open    map[int64]int64 // pid -> first offset

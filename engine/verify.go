@@ -56,7 +56,7 @@ type verifyToken struct {
 // (Coordinator.Verify), and append with AppendNoWaitVerified. Concurrent
 // verifications of one producer share its token until a marker clears it,
 // as Kafka's requests share one verification guard: a second request must
-// not void the first one's check. (From review.)
+// not void the first one's check.
 func (p *Partition) BeginVerification(pid int64) Verification {
 	v := &p.verify
 	v.mu.Lock()
@@ -93,7 +93,7 @@ func (v *verifier) clear(pid int64) {
 // coordinator refused it, the client went away) meets no marker and may
 // have no entry to expire with, so its token would stay for the life of
 // the process. Kafka removes verification entries older than
-// producer.id.expiration.ms with the producers. (From review.) It
+// producer.id.expiration.ms with the producers. It
 // returns how many it dropped.
 func (v *verifier) expire(expired func(taken int64) bool) int {
 	v.mu.Lock()

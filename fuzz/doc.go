@@ -2,7 +2,7 @@
 // code of its own: everything is in its tests.
 //
 // The targets are differential where a second opinion exists. A slow
-// reference written from kafka-log-semantics.md §1 (records, control records,
+// reference written from docs/SEMANTICS.md §1 (records, control records,
 // validation order) and from the snappy block format sits next to the fast
 // path, and gzip is checked against the standard library. Every target bounds
 // memory with batch.Decoder{Limit: 1 << 20} and skips inputs over 1 MiB.

@@ -8,7 +8,7 @@ import (
 )
 
 // This file holds the slow references the targets compare the batch package
-// against. They are written from kafka-log-semantics.md §1.3 and the snappy
+// against. They are written from docs/SEMANTICS.md §1.3 and the snappy
 // block format, not from batch's code, and favour being obviously right over
 // being fast: a bug shared by both sides would go unnoticed.
 

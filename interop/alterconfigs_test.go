@@ -14,8 +14,8 @@ func ptr(s string) *string { return &s }
 // back; a bad value comes back as the broker's message.
 func TestAlterConfigsKadm(t *testing.T) {
 	_, addr := saramaServer(t)
-	adm := r28Kadm(t, addr)
-	ctx := r28Ctx(t)
+	adm := kadmClient(t, addr)
+	ctx := adminCtx(t)
 	if _, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{
 		"cleanup.policy": ptr("compact"), "message.timestamp.type": ptr("CreateTime"),
 		"min.insync.replicas": ptr("1"), "compression.type": ptr("producer"),

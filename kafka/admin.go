@@ -61,7 +61,7 @@ func (s *Server) createPartitions(r *kmsg.CreatePartitionsRequest) kmsg.Response
 			err = engine.ErrUnknownTopicOrPartition
 		case int(rt.Count) <= cur || rt.Count > maxPartitions:
 			// Checked before ValidateOnly, so that it answers what the
-			// request would. (From review.)
+			// request would.
 			err = fmt.Errorf("topic %q has %d partitions, cannot go to %d (at most %d): %w", rt.Topic, cur, rt.Count, maxPartitions, engine.ErrInvalidPartitions)
 		case rt.Assignment != nil && !newOnThisNode(rt.Assignment, int(rt.Count)-cur, s.opts.NodeID):
 			err = errcode.New(kerr.InvalidReplicaAssignment.Code, "the assignment must give each new partition this node alone")

@@ -114,8 +114,8 @@ func (s *Server) readFetch(r *kmsg.FetchRequest, f *fetchState) (*kmsg.FetchResp
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
 	// The response's limit is the request's (from v3) and the broker's
 	// fetch.max.bytes, whichever is smaller; a limit of 0 or less still
-	// returns the first batch (KIP-74), it is not "no limit". (From
-	// review: MaxBytes 0 returned everything.)
+	// returns the first batch (KIP-74), it is not "no limit". (Without
+	// this: MaxBytes 0 returned everything.)
 	budget := fetchMaxBytes
 	if r.Version >= 3 {
 		budget = max(0, min(budget, int(r.MaxBytes)))
@@ -143,8 +143,7 @@ func (s *Server) readFetch(r *kmsg.FetchRequest, f *fetchState) (*kmsg.FetchResp
 			out.LogStartOffset = l.LogStartOffset()
 			// The single node's leader epoch is 0 (Metadata says so): a
 			// client that knows a later one is ahead of this log, which
-			// Kafka answers UNKNOWN_LEADER_EPOCH. -1 is no epoch. (From
-			// review.)
+			// Kafka answers UNKNOWN_LEADER_EPOCH. -1 is no epoch.
 			if rp.CurrentLeaderEpoch > 0 {
 				out.ErrorCode = s.code(kmsg.Fetch, errLeaderEpochAhead)
 				anyErr = true
@@ -174,7 +173,7 @@ func (s *Server) readFetch(r *kmsg.FetchRequest, f *fetchState) (*kmsg.FetchResp
 				// The read stopped short of what is there (a segment's
 				// end): answer now, as Kafka's DelayedFetch does for a
 				// fetch on an older segment; nothing would wake a wait.
-				// (From review: it waited the whole MaxWait.)
+				// (Without this: it waited the whole MaxWait.)
 				more = true
 			}
 			if err != nil {
@@ -208,7 +207,7 @@ func (s *Server) readFetch(r *kmsg.FetchRequest, f *fetchState) (*kmsg.FetchResp
 func (s *Server) listOffsets(r *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
 	// A partition named twice is refused in every entry (Kafka's
-	// duplicatePartitions). (From review.)
+	// duplicatePartitions).
 	type tp struct {
 		topic string
 		part  int32
@@ -227,7 +226,7 @@ func (s *Server) listOffsets(r *kmsg.ListOffsetsRequest) kmsg.Response {
 			out.Partition = rp.Partition
 			// The leader epoch is set only with an offset found; "not
 			// found" and errors keep the default, -1, as Kafka's
-			// buildErrorResponse. (From review: 0 came with offset -1.)
+			// buildErrorResponse. (Without this: 0 came with offset -1.)
 			out.Timestamp, out.Offset, out.LeaderEpoch = -1, -1, -1
 			if named[tp{rt.Topic, rp.Partition}] > 1 {
 				out.ErrorCode = s.code(kmsg.ListOffsets, errDuplicatePartition)
@@ -272,7 +271,7 @@ var errDuplicatePartition = newCodeErr(kerr.InvalidRequest.Code, "partition name
 // offset under read_committed); (-1, -1) otherwise. The index finds the
 // first batch whose max timestamp qualifies; the scan goes on from there,
 // batch by batch (a batch's records need not be in time order, and records
-// below the log start do not count). (From review: it ignored both bounds.)
+// below the log start do not count). (Without this: it ignored both bounds.)
 func offsetForTime(p *engine.Partition, ts int64, readCommitted bool) (int64, int64, error) {
 	l := p.Log()
 	limit := l.HighWatermark()

@@ -58,7 +58,7 @@ func readFrame(r io.Reader, buf []byte, maxSize int) ([]byte, []byte, error) {
 	}
 	// The buffer grows with the bytes that arrive, not with the size the
 	// prefix claims: a client that sends a 100 MiB prefix and nothing more
-	// holds at most a chunk (doubling from 64 KiB) of memory. (From review:
+	// holds at most a chunk (doubling from 64 KiB) of memory. (Without this:
 	// 16 such connections took 1.6 GiB.)
 	buf = buf[:0]
 	for len(buf) < int(n) {

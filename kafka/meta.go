@@ -70,7 +70,7 @@ func (s *Server) apiVersions(r *kmsg.ApiVersionsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.ApiVersionsResponse)
 	if r.Version >= 3 && (!validSoftware(r.ClientSoftwareName) || !validSoftware(r.ClientSoftwareVersion)) {
 		// Kafka's ApiVersionsRequest.isValid; the table still goes back,
-		// as Kafka sends it with the error. (From review.)
+		// as Kafka sends it with the error.
 		resp.ErrorCode = kerr.InvalidRequest.Code
 	}
 	s.apiVersionsTable(resp)
@@ -149,7 +149,7 @@ func (s *Server) metadata(r *kmsg.MetadataRequest) kmsg.Response {
 	}
 	autoCreate := s.opts.AutoCreateTopics && (r.Version < 4 || r.AllowAutoTopicCreation)
 	// The requested topics are a set: each is answered once, as Kafka
-	// does. (From review.)
+	// does.
 	answered := map[string]bool{}
 	for _, name := range names {
 		if answered[name] {
@@ -162,7 +162,7 @@ func (s *Server) metadata(r *kmsg.MetadataRequest) kmsg.Response {
 		if !ok && autoCreate && !isInternal(name) {
 			// As CreateTopics creates: a name that collides with an
 			// existing topic's once '.' and '_' are taken alike is
-			// refused. (From review: auto-creation made "a.b" beside
+			// refused. (Without this: auto-creation made "a.b" beside
 			// "a_b".) One another client created meanwhile is answered.
 			err := s.eng.CreateNewTopic(name, s.opts.DefaultPartitions, nil)
 			switch {
@@ -212,7 +212,7 @@ func (s *Server) findCoordinator(r *kmsg.FindCoordinatorRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	host, port := s.advertised()
 	check := func(key string) int16 {
-		if r.CoordinatorType < 0 || r.CoordinatorType > 1 { // an int8: -1 is no group (from review)
+		if r.CoordinatorType < 0 || r.CoordinatorType > 1 { // an int8: -1 is no group
 			return s.code(kmsg.FindCoordinator, errcode.New(kerr.InvalidRequest.Code, "unknown coordinator type"))
 		}
 		if key == "" {
@@ -374,7 +374,7 @@ func (s *Server) deleteTopics(r *kmsg.DeleteTopicsRequest) kmsg.Response {
 	}
 	// Kafka's ControllerApis.deleteTopics: an entry with both a name and
 	// an id, or neither, and a name given twice, are INVALID_REQUEST, and
-	// nothing is deleted for them. (From review: a name sent with another
+	// nothing is deleted for them. (Without this: a name sent with another
 	// topic's id deleted the named one.)
 	names := map[string]int{}
 	for _, tg := range targets {
@@ -446,7 +446,7 @@ func (s *Server) deleteGroups(r *kmsg.DeleteGroupsRequest) kmsg.Response {
 // 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10,
 // ALTER_CONFIGS 11. The cluster: CREATE 5, ALTER 7, DESCRIBE 8,
 // CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11,
-// IDEMPOTENT_WRITE 12. (From review: they stayed "not requested".)
+// IDEMPOTENT_WRITE 12. (Without this: they stayed "not requested".)
 const (
 	topicOperations   = 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<<10 | 1<<11
 	clusterOperations = 1<<5 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12

@@ -81,7 +81,7 @@ func (s *Server) groupOffsets(group string, topics map[string][]int32, all, requ
 	// UNSTABLE_OFFSET_COMMIT goes on each partition with a pending
 	// commit, never on the group, for a fetch of all partitions too (Kafka
 	// 3.x ignores requireStable there; a group-level 88 left the client
-	// with no offsets at all). (From review.)
+	// with no offsets at all).
 	out := make([]fetchedOffset, 0, len(got))
 	for tp, om := range got {
 		f := fetchedOffset{tp: tp, om: om}
@@ -133,7 +133,7 @@ func (s *Server) offsetFetch(r *kmsg.OffsetFetchRequest) kmsg.Response {
 			resp.ErrorCode = code
 			if code != 0 && r.Version < 2 {
 				// v0 and v1 have no top-level error: Kafka puts it on
-				// every requested partition. (From review: it vanished.)
+				// every requested partition. (Without this: it vanished.)
 				for t, ps := range q.topics {
 					order = append(order, t)
 					for _, p := range ps {

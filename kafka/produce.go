@@ -58,8 +58,7 @@ func (s *Server) produce(r *kmsg.ProduceRequest) pending {
 			if err == nil && engine.IsInternalTopic(rt.Topic) {
 				// Only the engine writes the internal topics: a client's
 				// record in __consumer_offsets would be replayed as a
-				// group's committed offset. (Kafka's appendToLocalLog;
-				// from review.)
+				// group's committed offset. (Kafka's appendToLocalLog.)
 				err = fmt.Errorf("cannot produce to internal topic %q: %w", rt.Topic, engine.ErrInvalidTopic)
 			}
 			if err == nil {
@@ -109,7 +108,6 @@ func (s *Server) produce(r *kmsg.ProduceRequest) pending {
 		// No response at all; a wait would only delay the next request's.
 		// A failure closes the connection instead, as Kafka does: the
 		// producer, told nothing, notices and refreshes its metadata.
-		// (From review.)
 		for _, t := range resp.Topics {
 			for _, pt := range t.Partitions {
 				if pt.ErrorCode != 0 {
@@ -155,7 +153,7 @@ func transactionalProducer(r *kmsg.ProduceRequest) (int64, error) {
 	}
 	// Transactional records without a transactional id: Kafka's
 	// handleProduceRequest refuses the whole request as not authorized
-	// for the (absent) id. (From review: 49 was answered.)
+	// for the (absent) id. (Without this: 49 was answered.)
 	if pid >= 0 && r.TransactionID == nil {
 		return -1, errTxnIDAuthorization
 	}
@@ -177,7 +175,7 @@ var (
 // older consumers could not read it), with Kafka's batch iterator
 // (kafkaFrame) deciding what a batch is. INVALID_RECORD is not retriable
 // where CORRUPT_MESSAGE is: a client would resend what can never succeed.
-// (From review.) What the iterator itself throws on (a length below 14, a
+// What the iterator itself throws on (a length below 14, a
 // magic outside 0-2) is CORRUPT_MESSAGE.
 //
 // It returns the records to append: recs, less a partial frame after the

@@ -39,7 +39,7 @@ func produceFrames(t *testing.T, ts *testServer, prefix string, cases []frameCas
 		if err := ts.eng.CreateTopic(topic, 1); err != nil {
 			t.Fatal(err)
 		}
-		codes := review10Codes(t, rc, produceReq(topic, map[int32][]byte{0: c.recs}))
+		codes := produceCodes(t, rc, produceReq(topic, map[int32][]byte{0: c.recs}))
 		if codes[0] != c.code {
 			t.Errorf("%s: code %d (%s), want %d (%s)", c.name, codes[0], kerr.ErrorForCode(codes[0]), c.code, kerr.ErrorForCode(c.code))
 			continue
@@ -89,7 +89,7 @@ func TestProducePartialTailTrimmed(t *testing.T) {
 	}, good)
 }
 
-// TestReview17ProduceCompleteTailCodes: what Kafka answers for bytes after
+// TestProduceCompleteTailCodes: what Kafka answers for bytes after
 // a v3+ produce's one batch when those bytes are a complete frame.
 // ProduceRequest.validateRecords calls iterator.hasNext() after the first
 // batch; ByteBufferLogInputStream.nextBatchSize throws
@@ -98,7 +98,7 @@ func TestProducePartialTailTrimmed(t *testing.T) {
 // otherwise, the frame being complete, nextBatch returns a second batch
 // whatever its size (26..60 bytes included: only ensureValid, which
 // validateRecords never reaches, checks it): INVALID_RECORD.
-func TestReview17ProduceCompleteTailCodes(t *testing.T) {
+func TestProduceCompleteTailCodes(t *testing.T) {
 	ts := startServer(t, Options{})
 	good := buildBatch(t, -1, 0, 0, 2)
 	whole := func(length int32, magic int8) []byte {
@@ -113,7 +113,7 @@ func TestReview17ProduceCompleteTailCodes(t *testing.T) {
 	}, nil)
 }
 
-// TestReview17ProduceFirstFrameCodes: the same iterator rules applied to
+// TestProduceFirstFrameCodes: the same iterator rules applied to
 // a produce's first (only) frame. nextBatchSize checks the size field
 // (< 14: CORRUPT_MESSAGE) as soon as 12 bytes are there, before it needs
 // the 17 up to the magic; a magic outside 0..2 is CORRUPT_MESSAGE even in
@@ -121,7 +121,7 @@ func TestReview17ProduceCompleteTailCodes(t *testing.T) {
 // which validateRecords refuses with INVALID_RECORD ("must have at least
 // one record batch"); a complete frame of magic 0/1 is INVALID_RECORD
 // ("only allowed to contain record batches with magic version 2").
-func TestReview17ProduceFirstFrameCodes(t *testing.T) {
+func TestProduceFirstFrameCodes(t *testing.T) {
 	ts := startServer(t, Options{})
 	produceFrames(t, ts, "first17-", []frameCase{
 		{"14 bytes, size 5", frameBytes(5, 2, 14), kerr.CorruptMessage.Code},

@@ -227,7 +227,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	if s.host == "" {
 		// No advertised host: the listener's. An advertised port given
-		// with it (":19999") is kept. (From review: it was replaced.)
+		// with it (":19999") is kept. (Without this: it was replaced.)
 		port := s.port
 		if err := s.setAdvertised(ln.Addr().String()); err != nil {
 			s.mu.Unlock()

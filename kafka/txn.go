@@ -38,7 +38,7 @@ func (s *Server) initProducerID(r *kmsg.InitProducerIDRequest) kmsg.Response {
 	switch {
 	case r.Version >= 3 && (r.ProducerID == -1) != (r.ProducerEpoch == -1):
 		// Half of KIP-360's expected pair: Kafka answers INVALID_REQUEST.
-		// (From review: (pid, -1) was taken as a retry and handed out the
+		// (Without this: (pid, -1) was taken as a retry and handed out the
 		// live producer's epoch without fencing anything.)
 		err = ErrInvalidTxnRequest
 	case r.TransactionalID == nil:
@@ -76,8 +76,7 @@ func (s *Server) addPartitionsToTxn(r *kmsg.AddPartitionsToTxnRequest) kmsg.Resp
 				// A client may not write the internal topics, nor put them
 				// in a transaction: a COMMIT marker in
 				// __transaction_state failed its next load, and the
-				// engine's Open. (Kafka: TOPIC_AUTHORIZATION_FAILED; from
-				// review.) AddOffsetsToTxn adds the offsets partition.
+				// engine's Open. (Kafka: TOPIC_AUTHORIZATION_FAILED.) AddOffsetsToTxn adds the offsets partition.
 				unknown[ref] = errInternalTopicTxn
 			} else if _, err := s.eng.Partition(rt.Topic, int(p)); err != nil {
 				unknown[ref] = err
@@ -87,7 +86,7 @@ func (s *Server) addPartitionsToTxn(r *kmsg.AddPartitionsToTxnRequest) kmsg.Resp
 	var err error
 	switch {
 	case r.TransactionalID == "":
-		err = ErrInvalidTxnRequest // Kafka checks it first (from review)
+		err = ErrInvalidTxnRequest // Kafka checks it first
 	case len(unknown) == 0:
 		err = s.coord.AddPartitions(r.TransactionalID, r.ProducerID, r.ProducerEpoch, refs, false)
 	}
@@ -152,7 +151,7 @@ func (s *Server) txnOffsetCommit(r *kmsg.TxnOffsetCommitRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 	// Partitions the engine does not have answer UNKNOWN_TOPIC_OR_PARTITION
 	// and are not committed, as offsetCommit and Kafka's
-	// handleTxnOffsetCommitRequest do. (From review.)
+	// handleTxnOffsetCommitRequest do.
 	offsets := map[engine.TopicPartition]engine.OffsetAndMetadata{}
 	unknown := map[engine.TopicPartition]error{}
 	for _, rt := range r.Topics {
@@ -176,7 +175,7 @@ func (s *Server) txnOffsetCommit(r *kmsg.TxnOffsetCommitRequest) kmsg.Response {
 	// A verification refusal of a fenced producer answers
 	// INVALID_PRODUCER_EPOCH, as KIP-890's verification maps it for every
 	// version (spec 3.10; older clients do not know PRODUCER_FENCED at
-	// all). (From review.)
+	// all).
 	code := s.fencedCode(kmsg.TxnOffsetCommit, r.Version, math.MaxInt16, err)
 	for _, rt := range r.Topics {
 		t := kmsg.NewTxnOffsetCommitResponseTopic()

@@ -179,7 +179,7 @@ func (d *dumper) walk(r io.Reader) error {
 			// The unwritten end of an active segment (a live partition,
 			// or one not closed cleanly): preallocated zeros, space
 			// rather than a batch, as verify and the index dump take
-			// them, if zeros run to the end. (From review: every crashed
+			// them, if zeros run to the end. (Without this: every crashed
 			// or live partition dumped as corrupt.) A whole framing of
 			// zeros at least: a batch's length field is never zero,
 			// while a torn batch's first bytes (a small base offset)
@@ -191,7 +191,7 @@ func (d *dumper) walk(r io.Reader) error {
 				}
 				// Zeros where batches should be: a sealed segment, or
 				// the log was closed cleanly, so something was lost.
-				// (From review: dump passed what verify refuses.)
+				// (Without this: dump passed what verify refuses.)
 				return d.stop(pos, fmt.Errorf("cannot frame batch at position %d: %d zero bytes to the end; only the active segment of a log not closed cleanly may end in zeros: %w",
 					pos, d.sum.ZeroTail, batch.ErrTooSmall))
 			}

@@ -224,7 +224,7 @@ func (d *indexDumper) entry(a, b int64) {
 			d.entries, d.k.fields[0], a, d.k.fields[1], b, d.base, ErrIndex)
 	case d.k.posAt >= 0 && cur[d.k.posAt] < 0:
 		// The first entry too: only later ones are checked against the
-		// one before them. (From review.)
+		// one before them.
 		problem = fmt.Errorf("entry %d {%s %d, %s %d}: negative position: %w",
 			d.entries, d.k.fields[0], a, d.k.fields[1], b, ErrIndex)
 	case d.entries > 0 && !d.k.follows(d.prev, cur):

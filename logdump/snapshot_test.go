@@ -17,7 +17,7 @@ import (
 // taken for segments ("unsupported batch magic"), in text and JSON, with
 // what their own readers (producer.ParseSnapshot, txnindex.ReadFile) see.
 func TestDumpSnapshotAndTxnIndex(t *testing.T) {
-	data := review19Engine(t, false)
+	data := verifyTestEngine(t, false)
 	pdir := filepath.Join(data, "t-0")
 	snaps, _ := filepath.Glob(filepath.Join(pdir, "*.snapshot"))
 	var txns []string

@@ -218,7 +218,7 @@ func (v *verifier) partition(dir string, segs []segmentFile, others []string) er
 	// recovery point on recovered by the next open, which takes a batch
 	// that does not follow its predecessor (a gap, or a first batch above
 	// the segment's base) for the end of the data and cuts there: such a
-	// gap is a loss to come, not a compaction gap. (From review: verify
+	// gap is a loss to come, not a compaction gap. (Without this: verify
 	// passed a log whose open then dropped batches.) idemlog keeps its
 	// recovery-point checkpoint in the partition directory, Kafka in the
 	// log directory above, whose compacted partitions may have gaps.

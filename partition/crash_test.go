@@ -261,7 +261,7 @@ func verifyDir(t *testing.T, dir string) {
 
 // TestRecoverBatchOverLoweredLimit: a batch written under a larger
 // MaxBatchSize survives an unclean reopen with a smaller one; recovery
-// must not cut it (and drop what follows). (From review.)
+// must not cut it (and drop what follows).
 func TestRecoverBatchOverLoweredLimit(t *testing.T) {
 	dir := t.TempDir()
 	big := Options{MaxBatchSize: 1 << 20}

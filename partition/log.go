@@ -396,7 +396,7 @@ func (l *Log) commitLocked(n int64) (wait, raised bool) {
 			// Only a sync makes the batch visible, and its appender need
 			// not wait for one (a Kafka acks=0 produce): the visibility
 			// syncer sees that one runs. Kicks coalesce; most find the
-			// batch's own appender already waiting. (From review: such a
+			// batch's own appender already waiting. (Without this: such a
 			// batch stayed invisible until something else synced.)
 			select {
 			case l.visKick <- struct{}{}:
@@ -512,7 +512,7 @@ func (l *Log) maybeRoll(v batch.Batch, base, last int64) error {
 	}
 	// Kafka's timeWaitedForRoll: from the first batch's timestamp to this
 	// one's, or, when the first batch had none, from the segment's
-	// creation to now. (From review: such a segment never rolled by age.)
+	// creation to now. (Without this: such a segment never rolled by age.)
 	waited := v.MaxTimestamp() - seg.FirstTimestamp()
 	if seg.FirstTimestamp() < 0 {
 		waited = l.opts.Now().UnixMilli() - l.activeCreated
@@ -543,7 +543,7 @@ func (l *Log) roll(base int64) error {
 	// the maintainer was lost by a crash before the seal, and a log start
 	// moved meanwhile (a purge, retention) then left no snapshot at or
 	// above the first segment: every producer seen only below it was
-	// forgotten, and its retries written twice. (From review.) A failure
+	// forgotten, and its retries written twice. A failure
 	// here leaves the log as it was.
 	if l.opts.Snapshot != nil {
 		// A roll at or below the log start (after a purge) makes every
@@ -726,7 +726,7 @@ var readRaceHook func()
 // loaded again on every round: retention or DeleteRecordsBefore may move it
 // and detach segments between the check and the segment search, and an
 // offset then below every segment is out of range, not a reason to serve
-// the next segment's batches. (From review: a read racing
+// the next segment's batches. (Without this: a read racing
 // DeleteRecordsBefore skipped to later offsets without an error.)
 func (l *Log) read(offset int64, maxBytes int, limit int64, retained bool) (Chunk, error) {
 	for {
@@ -835,7 +835,7 @@ func (l *Log) ReadAppend(dst []byte, offset int64, maxBytes int) ([]byte, int64,
 // the log start; the answer is then at least the log start (a batch that
 // holds the log start may owe its max timestamp to a record below it: the
 // caller decodes records for an exact answer, as kafka's ListOffsets does).
-// The answer never passes the high watermark. (From review: a qualifying
+// The answer never passes the high watermark. (Without this: a qualifying
 // batch below the log start made it answer the log start, whose timestamp
 // may be below ts.)
 func (l *Log) OffsetForTime(ts int64) (int64, error) {

@@ -315,7 +315,7 @@ func TestRetention(t *testing.T) {
 	}
 	// A batch that will not have expired keeps the active segment (an
 	// expired active segment is rolled and deleted too: see
-	// TestReview11RetentionExpiredActiveSegment).
+	// TestRetentionExpiredActiveSegment).
 	if _, err := l.Append(makeBatch(t, 30, 1, 200, now.Add(2*time.Hour).UnixMilli())); err != nil {
 		t.Fatal(err)
 	}
@@ -528,7 +528,7 @@ func TestRetentionCrashBeforeDelete(t *testing.T) {
 // the log start but before the maintainer deleted the segments below it,
 // with a torn tail in one of them (its seal cut short too). Open deletes
 // those segments before recovery scans anything, so the tear cannot make
-// it drop the segments after it. (From review: it once did, and the log
+// it drop the segments after it. (Without this: it once did, and the log
 // start ended above the log end.)
 func TestRetentionCrashTornBelowStart(t *testing.T) {
 	opts := smallSegments(1024)
@@ -614,8 +614,7 @@ func TestLogEndBelowStartAfterCrash(t *testing.T) {
 
 // TestDeleteRecordsDuringClose: DeleteRecordsBefore racing Close returns
 // nil (before Close began) or ErrClosed, and never queues work for the
-// stopped maintainer (it once panicked, sending on its closed queue). (From
-// review.)
+// stopped maintainer (it once panicked, sending on its closed queue).
 func TestDeleteRecordsDuringClose(t *testing.T) {
 	opts := smallSegments(1024)
 	opts.Segment.Reserve = segment.ReserveZeroFill

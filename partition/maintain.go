@@ -87,7 +87,7 @@ func (l *Log) submit(t task) {
 			// The task holds a reference on its segment (writeLocked),
 			// which the maintainer would have released: dropped, it must
 			// be released here, or the segment is never closed, unmapped
-			// or deleted. (From review.)
+			// or deleted.
 			t.seg.release()
 		}
 		return
@@ -181,7 +181,7 @@ func (l *Log) sealRolled(seg *segRef, end int64) {
 		// Failed before the segment leaves the unsealed list: a group sync
 		// that copies the list without it sees the failure (syncOnce
 		// checks after the copy) rather than counting its bytes durable.
-		// (From review: a sync acknowledged a batch whose seal failed.)
+		// (Without this: a sync acknowledged a batch whose seal failed.)
 		l.fail(err)
 	}
 	// Only unsealedMu, never mu: the writer may be blocked on a full task
@@ -197,7 +197,7 @@ func (l *Log) sealRolled(seg *segRef, end int64) {
 	seg.release()
 	// A failed log trusts nothing past its failure: an earlier seal or
 	// group sync whose fsync failed may have lost bytes below end, which
-	// this seal's own success does not bring back. (From review: the
+	// this seal's own success does not bring back. (Without this: the
 	// durable mark and the checkpoint moved past them.)
 	if err != nil || l.failed.Load() {
 		return
@@ -209,7 +209,7 @@ func (l *Log) sealRolled(seg *segRef, end int64) {
 	if l.durableOnly() {
 		// What the seal made durable becomes visible, and readers parked
 		// on Advanced wake: otherwise it waited for a later group sync,
-		// which never comes if nothing more is appended. (From review.)
+		// which never comes if nothing more is appended.
 		l.raiseHW(end)
 	}
 	_ = l.writeCheckpoints()

@@ -227,7 +227,7 @@ func (l *Log) openFiles() error {
 		// One that stops short lost its tail, whether to garbage or to
 		// zeros (unwritten blocks where unsynced pages never reached the
 		// disk: Recover does not count those as cut), and the segments
-		// after it would leave a gap. (From review: with a zero tail they
+		// after it would leave a gap. (Without this: with a zero tail they
 		// were kept.)
 		if !last && s.NextOffset() != bases[i+1] {
 			// Everything after a torn batch is unreachable: Kafka drops it.
@@ -312,7 +312,7 @@ func (l *Log) openFiles() error {
 		// mark that acknowledges a producer's retry of a batch found here,
 		// and the checkpoint that spares the next Open their scan. So they
 		// are synced first, with the directory for the segments' names.
-		// (From review: they never were; a later power loss lost
+		// (Without this: they never were; a later power loss lost
 		// acknowledged batches, and a rolled segment was never synced
 		// again, not even by Close.)
 		for _, s := range segs {
@@ -345,7 +345,7 @@ func (l *Log) openFiles() error {
 	// emptied those segments' aborted-transaction indexes, which the
 	// engine fills again by replaying their markers. Checkpointed past
 	// them before that, a crash in between left them empty for good, and
-	// read_committed delivered aborted records. (From review.)
+	// read_committed delivered aborted records.
 	l.recoveryPoint.Store(l.recoveredFrom)
 	l.sync.durable = l.leo
 	// After a clean shutdown whose checkpoints still hold, there is
@@ -454,8 +454,8 @@ func (l *Log) writeCheckpoints() error {
 		// machine crash it may be the only record of every producer seen
 		// only below it. Here, under ckMu, whoever writes the checkpoint
 		// (a log-start move, Flush, a seal, FinishRecovery): the start
-		// moves in memory first, and any of them may persist it. (From
-		// review: one did, before the move's own sync.)
+		// moves in memory first, and any of them may persist it. (Without
+		// this: one did, before the move's own sync.)
 		if err := l.syncStartSnapshot(values[1]); err != nil {
 			return err
 		}
@@ -478,7 +478,7 @@ func (l *Log) writeCheckpoints() error {
 	// The renames reach the disk with the directory: without this a crash
 	// could bring back an older log start after DeleteRecordsBefore
 	// returned, or after retention deleted the files (on a filesystem
-	// without a journal nothing orders the two). (From review.)
+	// without a journal nothing orders the two).
 	if err := fsutil.SyncDir(l.dir); err != nil {
 		return err
 	}
@@ -546,7 +546,7 @@ func deleteSegmentFiles(dir string, base int64) error {
 // (deleteSegmentFiles), so one at or below any segment a recovery must
 // replay stays as long as the segment does; keeping only the newest few
 // lost every producer whose only trace was in older ones when a recovery
-// started below them. (From review.) With sync the file is durable when
+// started below them. With sync the file is durable when
 // it returns; without, a roll's, the seal syncs it later. Under mu, or
 // while the log is being opened.
 func writeSnapshot(dir string, offset int64, image []byte, sync bool) error {
@@ -613,7 +613,7 @@ func (l *Log) FinishRecovery() error {
 // after a crash. For an owner whose own recovery on top of the log failed
 // (the engine's producer-state load): a clean Close would have the next
 // Open trust, and never rebuild, what that recovery did not rebuild.
-// (From review: the aborted-transaction index and producer state were
+// (Without this: the aborted-transaction index and producer state were
 // lost that way.)
 func (l *Log) Abandon() {
 	l.Kill()

@@ -226,7 +226,7 @@ func TestRecycledRolledSegmentCrash(t *testing.T) {
 }
 
 // TestSpareStaysRecycled: whichever of the maintainer's two paths takes
-// the pooled file, the next roll gets it. (From review: a roll took the
+// the pooled file, the next roll gets it. (Without this: a roll took the
 // pending new spare, the maintainer's preferRecycled then made the pooled
 // file the spare, and the roll's taskSpare, finding the pool empty,
 // replaced it with a new file.)

@@ -33,7 +33,7 @@ type segRef struct {
 	// log made at its old path (DeleteTopic, then CreateTopic), whose
 	// files a late reader's release would otherwise delete by name; and
 	// after Kill nothing may change the files. What is left lies below the
-	// log start, for the next Open to delete. (From review.)
+	// log start, for the next Open to delete.
 	logShut *atomic.Bool
 }
 

@@ -65,7 +65,7 @@ func (l *Log) ApplyRetention() (deleted int, err error) {
 		ts, _ := s.MaxTimestamp()
 		if ts < 0 && s.Published() > 0 {
 			// No batch carried a timestamp: Kafka's largestTimestamp then
-			// is the file's modification time. (From review: such
+			// is the file's modification time. (Without this: such
 			// segments never expired.)
 			if fi, err := os.Stat(filepath.Join(l.dir, segment.FileName(s.Base(), ".log"))); err == nil {
 				ts = fi.ModTime().UnixMilli()
@@ -83,7 +83,7 @@ func (l *Log) ApplyRetention() (deleted int, err error) {
 		// Wholly below the log start (DeleteRecordsBefore moved it past
 		// the segment when it was still the active one): Kafka's
 		// deleteLogStartOffsetBreachedSegments, whatever the retention
-		// settings. (From review: kept until the next Open.)
+		// settings. (Without this: kept until the next Open.)
 		byStart := segs[n+1].Base() <= start
 		bySize := l.opts.RetentionBytes > 0 && total-s.Published() >= l.opts.RetentionBytes
 		if !byStart && !bySize && !expired(s) {
@@ -96,7 +96,7 @@ func (l *Log) ApplyRetention() (deleted int, err error) {
 		// does, roll it and delete it, or an idle topic keeps expired
 		// data for good (only an append rolls by age). The log start
 		// moves to the log end. A roll that fails (a full disk) leaves
-		// the segment for the next pass. (From review.)
+		// the segment for the next pass.
 		if err := l.roll(l.leo); err == nil {
 			segs = *l.segs.Load()
 			n++
@@ -144,7 +144,7 @@ func (l *Log) DeleteRecordsBefore(offset int64) error {
 	}
 	// Even when the start is already past offset: the call that moved it
 	// may still be writing its checkpoint, and this one must not return
-	// before the start is durable. (From review.)
+	// before the start is durable.
 	l.ckWriters.Add(1)
 	l.mu.Unlock()
 	return l.retireStart(retired)

@@ -302,7 +302,7 @@ func TestStagedGroupCommit(t *testing.T) {
 
 // TestStagedNoAckAfterKill: a batch staged during a sync that a kill (a
 // crash) interrupts is never acknowledged: the next sync refuses, rather
-// than count staged bytes that are in no file (found by review: it used to
+// than count staged bytes that are in no file (it used to
 // acknowledge them, and reopening lost them).
 func TestStagedNoAckAfterKill(t *testing.T) {
 	for _, closing := range []bool{false, true} {
@@ -332,8 +332,7 @@ func TestStagedNoAckAfterKill(t *testing.T) {
 
 // TestDurableVisibilityRolledTailPublished: under DurableVisibility a
 // rolled segment sealed before the next sync is published by its seal, so
-// a reader below the high watermark does not skip its tail (found by
-// review; reachable before staging too, by appends that do not wait).
+// a reader below the high watermark does not skip its tail (reachable before staging too, by appends that do not wait).
 func TestDurableVisibilityRolledTailPublished(t *testing.T) {
 	opts := smallSegments(4096)
 	opts.Sync.Kind = SyncAlways

@@ -40,7 +40,7 @@ func (g *groupSync) advance(end int64) {
 // waitDurable returns once offsets below end are on disk.
 func (l *Log) waitDurable(end int64) error {
 	// A sync covers at most what was written when it started: past that,
-	// the loop below would sync for ever. (From review.)
+	// the loop below would sync for ever.
 	if w := l.written.Load(); end > w {
 		return fmt.Errorf("cannot wait for offset %d to be durable: the log ends at %d: %w", end, w, ErrOffsetOutOfRange)
 	}
@@ -101,7 +101,7 @@ func (l *Log) syncOnce() (int64, error) {
 		// A failed log syncs nothing more (startStaging's check, for the
 		// other policies): a seal whose fsync failed took its segment off
 		// the unsealed list, and a sync of the rest would count its bytes
-		// durable, and a Flush checkpoint them. (From review.)
+		// durable, and a Flush checkpoint them.
 		if l.failed.Load() {
 			return 0, fmt.Errorf("cannot sync partition %s: %w: %w", l.dir, ErrFailed, *l.failErr.Load())
 		}
@@ -112,7 +112,6 @@ func (l *Log) syncOnce() (int64, error) {
 	// so a roll between the two reads leaves the segment we read as active
 	// on the list we copy. Read the other way round, a roll in between left
 	// the old segment in neither, unsynced, though end covered its bytes.
-	// (From review.)
 	active := l.activeRef.Load()
 	l.unsealedMu.Lock()
 	pending := append(segs[:0], l.unsealed...)
@@ -173,7 +172,7 @@ func (l *Log) syncOnce() (int64, error) {
 	// only, so ours may have succeeded after the seal's took the error,
 	// and the bytes it lost would count durable. The seal fails the log
 	// right after its fsync returns; the window left is those few
-	// instructions. (From review.)
+	// instructions.
 	if l.failed.Load() {
 		return 0, fmt.Errorf("cannot sync partition %s: %w: %w", l.dir, ErrFailed, *l.failErr.Load())
 	}

@@ -2,7 +2,7 @@
 // each producer id (PID) that wrote to the partition, its epoch, the
 // coordinator epoch of its last marker, the first offset of its open
 // transaction, the timestamp of its last batch, and its last five batches
-// (kafka-log-semantics.md §2.1). The rules that read and write it live in
+// (docs/SEMANTICS.md §2.1). The rules that read and write it live in
 // package producer; this package only stores it, and lets the append path
 // lock one producer without any mutex shared by different producers.
 //

@@ -3,7 +3,7 @@ package pidtable
 import "github.com/idemlog/idemlog/batch"
 
 // MaxBatches is the number of batches cached per producer and partition
-// (Kafka's deque of the last 5 batches, kafka-log-semantics.md §2.1, §2.4).
+// (Kafka's deque of the last 5 batches, docs/SEMANTICS.md §2.1, §2.4).
 const MaxBatches = 5
 
 // BatchMeta is one cached batch. FirstSeq = batch.FirstSequence(LastSeq,

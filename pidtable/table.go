@@ -300,8 +300,8 @@ func (t *Table) acquireIn(tb *table, key, h uint64) (*Entry, bool, outcome) {
 			// The slot's lock first: a claim of it in progress, maybe of
 			// our own pid, is waited for before anything is reserved, so
 			// a concurrent creation of the same pid is never counted
-			// against MaxEntries (only one of them takes a slot). (From
-			// review: with MaxEntries 1, two Acquires of one new pid got
+			// against MaxEntries (only one of them takes a slot). (Without
+			// this: with MaxEntries 1, two Acquires of one new pid got
 			// one refusal.)
 			if !e.lock.CompareAndSwap(lockFree, lockHeld) {
 				// Another claimer is taking this slot: wait for the
@@ -363,7 +363,7 @@ func (t *Table) acquireIn(tb *table, key, h uint64) (*Entry, bool, outcome) {
 			// again. From here the resizer waits for our lock, so the
 			// count is settled before the entry can move. A refused
 			// claim leaves its slot dead, like a Remove, for the next
-			// resize to drop. (From review.)
+			// resize to drop.
 			if c := t.count.Add(1); t.max > 0 && c > t.max {
 				t.count.Add(-1)
 				e.lock.Store(lockDead)
@@ -617,8 +617,8 @@ func (nt *table) insertPrivate(key uint64, s *State, minSlots int) *table {
 // only into a table not yet published. An entry created concurrently may or
 // may not be visited (with its zero State); no entry is visited twice, but
 // a pid removed and claimed again while Range runs is a new entry, which
-// may lie further along and be visited too, with its zero State (from
-// review): a caller that keys on pids must let that one win, or skip zero
+// may lie further along and be visited too, with its zero State
+// : a caller that keys on pids must let that one win, or skip zero
 // States as the engine's snapshot does.
 func (t *Table) Range(fn func(pid int64, s *State) bool) {
 	for si := range t.shards {

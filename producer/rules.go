@@ -43,7 +43,7 @@ func Check(s *pidtable.State, b batch.Batch) (dup Duplicate, isDup bool, err err
 		// An unknown producer may start at any sequence (KIP-360), but
 		// not below epoch -1: a new entry's stored epoch is -1
 		// (NoProducerEpoch), which Kafka's checkProducerEpoch compares
-		// with. (From review: epoch -5 was written and stored.)
+		// with. (Without this: epoch -5 was written and stored.)
 		if e < batch.NoProducerEpoch {
 			return Duplicate{}, false, fmt.Errorf("cannot append producer %d: epoch %d: %w", b.ProducerID(), e, ErrInvalidProducerEpoch)
 		}
@@ -58,7 +58,7 @@ func Check(s *pidtable.State, b batch.Batch) (dup Duplicate, isDup bool, err err
 		// can be a cached batch's first only if that run covers all 2^31
 		// sequences: then it is the oldest batch's. A compressed batch
 		// can claim that many records in its header (its records are not
-		// counted here), so that one comparison stays. (From review: a
+		// counted here), so that one comparison stays. (Without this: a
 		// retry of a batch of 1e9 claimed records after one reaching
 		// MaxInt32 was written again.)
 		if s.Count > 0 && inSequence(s.Newest().LastSeq, first) {

@@ -46,7 +46,7 @@ type SnapshotEntry struct {
 // EntryOf returns the snapshot entry of a producer's state. Its timestamp
 // is the producer's last timestamp, as Kafka's writeSnapshot stores it, not
 // the newest cached batch's: a marker moves the former (ApplyMarker) and
-// expiry, at load too, runs on it. (From review: after a same-epoch
+// expiry, at load too, runs on it. (Without this: after a same-epoch
 // commit the snapshot kept the older batch's timestamp, and a reopen
 // expired a producer that was live before the close.)
 func EntryOf(pid int64, s *pidtable.State) SnapshotEntry {
@@ -218,7 +218,7 @@ func loadAtMost(dir string, limit int64, dropAbove bool, log *slog.Logger) ([]Sn
 			// An I/O error says nothing of the file's content: keep it
 			// and fail, rather than delete a good snapshot and rebuild
 			// from an older one. Only a file that does not parse is
-			// corrupt. (From review.)
+			// corrupt.
 			return nil, -1, fmt.Errorf("cannot read snapshot %s: %w", path, err)
 		}
 		entries, err := ParseSnapshot(data)

@@ -140,7 +140,7 @@ func (s *Segment) openIndexes(writable bool) error {
 // The bound is taken over the larger of MaxBytes and the file: a segment
 // written before segment.bytes was lowered is larger than MaxBytes, and
 // Recover, which rebuilds its indexes with the same rule, stops at the
-// first entry that does not fit. (From review: it cut valid data there.)
+// first entry that does not fit. (Without this: it cut valid data there.)
 func (s *Segment) indexBytes(entrySize int) int {
 	capacity := s.opts.MaxBytes
 	if st, err := s.log.Stat(); err == nil {
@@ -176,7 +176,7 @@ func (s *Segment) LoadTail() error {
 		return fmt.Errorf("cannot read first batch of segment %d: %w", s.base, err)
 	}
 	if first.BaseOffset() != s.base {
-		// Recover's rule: a segment starts at its base. (From review.)
+		// Recover's rule: a segment starts at its base.
 		return fmt.Errorf("cannot trust segment %d: its first batch is at offset %d: %w", s.base, first.BaseOffset(), index.ErrCorrupt)
 	}
 	s.firstTimestamp = first.MaxTimestamp()
@@ -197,7 +197,6 @@ func (s *Segment) LoadTail() error {
 		// then lie before the last offset-index entry: the whole segment
 		// is scanned for it, or the seal's final entry would name a later
 		// offset for it and time lookups would skip the earlier batches.
-		// (From review.)
 		pos = 0
 	}
 	for pos < s.size {
@@ -247,7 +246,7 @@ func (s *Segment) Recover(maxBatchSize int, visit func(b batch.Batch)) (truncate
 	s.maxTimestamp, s.maxTimestampOff, s.firstTimestamp = -1, s.base, -1
 	// An index error is no reason to cut data: a full index (an index
 	// limit lowered since the segment was written) leaves the rest of the
-	// batches unindexed (index). (From review: the rebuild stopped there,
+	// batches unindexed (index). (Without this: the rebuild stopped there,
 	// and the open deleted every later segment as if the batch were torn.)
 	s.recovering = true
 	defer func() { s.recovering = false }()
@@ -268,7 +267,7 @@ func (s *Segment) Recover(maxBatchSize int, visit func(b batch.Batch)) (truncate
 		// file, a crash that kept a new batch's later sectors but not the
 		// one with the first bytes of its base offset leaves stale high
 		// bytes there in front of a valid new body (the CRC does not cover
-		// the base offset). (From review.)
+		// the base offset).
 		// The last offset must not wrap (a base offset near MaxInt64: the
 		// CRC does not cover it).
 		// The first batch too starts exactly at the segment's base: a
@@ -276,7 +275,7 @@ func (s *Segment) Recover(maxBatchSize int, visit func(b batch.Batch)) (truncate
 		// one is a client's base offset that WriteMmap copied in before
 		// stamping the real one, the stamp lost in a crash (or any other
 		// torn base offset): kept, its records were served at offsets
-		// never given to them. (From review.)
+		// never given to them.
 		if b.BaseOffset() != s.nextOffset ||
 			b.LastOffset() < b.BaseOffset() || b.LastOffset()-s.base > 1<<31-1 {
 			break

@@ -9,7 +9,7 @@ import (
 // TestRecoverAfterMaxBytesLowered: a segment written under MaxBytes 1 MiB
 // and recovered (unclean restart, indexes lost) after segment.bytes was
 // lowered to 64 KiB. An offset index sized for 64 KiB would fill, and
-// Recover would cut valid data there (indexBytes; from review).
+// Recover would cut valid data there (indexBytes).
 func TestRecoverAfterMaxBytesLowered(t *testing.T) {
 	dir := t.TempDir()
 	big := Options{MaxBytes: 1 << 20, IndexIntervalBytes: 4096, ReserveAhead: 64 << 10}

@@ -23,7 +23,7 @@ var crashOpts = Options{MaxBytes: 1 << 20, IndexMaxBytes: 4096, IndexIntervalByt
 // inside P's header, that holds only because OpenSpare complemented the
 // CRC of the old batch there. OpenSpare must have complemented exactly
 // the straddling headers' CRCs, no other. (Replaces a test that tore
-// headers at arbitrary bytes; found by review in session 4: old records
+// headers at arbitrary bytes; the failure: old records
 // came back at a new offset.)
 func TestRecycledCrashImages(t *testing.T) {
 	dir := t.TempDir()
@@ -147,7 +147,7 @@ func batchOfLen(t *testing.T, id, n int) batch.Batch {
 // body are intact, the high bytes of the base offset are the recycled
 // file's stale ones. Recovery must not keep the batch at that higher
 // offset: after the first batch it requires each to follow the previous
-// exactly. (From review: it kept new records at a made-up offset.)
+// exactly. (Without this: it kept new records at a made-up offset.)
 func TestRecycledOutOfOrderSectors(t *testing.T) {
 	dir := t.TempDir()
 	rnd := rand.New(rand.NewPCG(6, 29))

@@ -27,7 +27,6 @@ func randBatch(t *testing.T, r *rand.ChaCha8, size int) batch.Batch {
 // new data ending inside one. The search for the next old header must
 // not give up on the random bytes before it (it once counted 64 tries on
 // anything with a plausible length, and called the tail corruption).
-// (From review.)
 func TestVerifyStaleTailRandomValues(t *testing.T) {
 	dir := t.TempDir()
 	r := rand.NewChaCha8([32]byte{1})
@@ -51,7 +50,7 @@ func TestVerifyStaleTailRandomValues(t *testing.T) {
 // segment's own in the middle of an unclean active segment, valid ones
 // after it, then the stale tail: an error, not a tail that would hide
 // the valid batches (with the index lost to a power loss, nothing else
-// would catch it). (From review.)
+// would catch it).
 func TestVerifyCorruptBatchBeforeStaleTail(t *testing.T) {
 	dir := t.TempDir()
 	const base, n = 1000, 5

@@ -513,7 +513,6 @@ func (s *Segment) Prepare(cursor, ahead int64, populate, zero bool) error {
 		// Not past the mapped capacity: nothing is ever written there,
 		// and near the end of a segment the blocks would only be wasted
 		// (until the seal trims them) on a disk that may be nearly full.
-		// (From review.)
 		lim := min(cursor+ahead, int64(len(s.data)))
 		err = s.reserveLocked(lim, lim)
 		s.resMu.Unlock()

@@ -263,7 +263,7 @@ func TestVerifyFindsCorruption(t *testing.T) {
 
 // TestAppendRefusesGap: after the first batch, an append must start at the
 // next offset: Recover reads a gap as the end of the data, so a segment
-// that took one would lose the batches after it in a crash. (From review.)
+// that took one would lose the batches after it in a crash.
 func TestAppendRefusesGap(t *testing.T) {
 	s, err := Create(t.TempDir(), 0, testOpts)
 	if err != nil {

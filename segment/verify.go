@@ -84,8 +84,8 @@ type Report struct {
 // SIGBUS of the process.
 func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 	// The files are mapped: a page past a concurrent truncation faults.
-	// The fault becomes a panic of this goroutine, recovered here. (From
-	// review: verify on a live directory could die of SIGBUS.)
+	// The fault becomes a panic of this goroutine, recovered here. (Without
+	// this: verify on a live directory could die of SIGBUS.)
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if v := recover(); v != nil {
@@ -147,7 +147,7 @@ func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 			if errors.Is(err, batch.ErrTruncated) && grew(path, int64(len(data))) {
 				// A batch cut at the end of what was mapped, in a file
 				// that has grown since: a live segment's writer, not a
-				// corruption. (From review.)
+				// corruption.
 				return r, fmt.Errorf("cannot verify %s: it grew while it was read (a live segment): %w", path, ErrIO)
 			}
 			// The batches before it are checked against the .txnindex,
@@ -187,7 +187,7 @@ func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 		}
 		if b.BaseOffset() < 0 || b.LastOffset() < b.BaseOffset() {
 			// The CRC does not cover the base offset: one near MaxInt64
-			// makes the last offset wrap. (From review.)
+			// makes the last offset wrap.
 			return r, fmt.Errorf("%s: batch at position %d: offsets %d..%d out of range: %w", path, pos, b.BaseOffset(), b.LastOffset(), ErrVerify)
 		}
 		if b.LastOffset()-r.Base > 1<<31-1 {
@@ -209,7 +209,7 @@ func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 	// Offset index: strictly increasing, every entry at a batch boundary,
 	// its offset within the batch run that starts there.
 	// The indexes are mapped, as the .log is, not read: their size is
-	// whatever the file says. (From review: a sparse 1 GiB .index cost
+	// whatever the file says. (Without this: a sparse 1 GiB .index cost
 	// 1 GiB of heap.)
 	if idx, release, err := mapIndex(filepath.Join(dir, stem+".index")); err == nil {
 		defer release()
@@ -223,7 +223,7 @@ func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 			p := int64(int32(binary.BigEndian.Uint32(idx[i+4:])))
 			if rel == 0 && p == 0 && allZero(idx[i:]) {
 				// The preallocated tail of an index not trimmed; from
-				// entry 0, an active segment's empty index. (From review:
+				// entry 0, an active segment's empty index. (Without this:
 				// a fresh partition's failed.)
 				break
 			}
@@ -264,7 +264,7 @@ func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 			// The entry is the largest timestamp so far and the batch
 			// that holds it (Kafka's maxTimestampSoFar and its offset):
 			// a lower one sends a lookup by time past records it should
-			// return. (From review.)
+			// return.
 			j, _ := slices.BinarySearchFunc(timed, off, func(tb timedBatch, off int64) int { return cmp.Compare(tb.last, off) })
 			if j == len(timed) || timed[j].base > off || timed[j].maxTs != ts || timed[j].runningMax != ts {
 				return r, fmt.Errorf("%s.timeindex: entry %d {%d, %d}: not the largest timestamp so far at a batch holding it: %w", stem, i/12, ts, off, ErrVerify)

@@ -7,8 +7,8 @@ import (
 )
 
 // TestVerifyBelowBase: a segment whose batches lie below its name's base
-// (misnamed, or offsets corrupted) is an error, not a stale tail. (From
-// review: it was reported as all stale tail once old batches with valid
+// (misnamed, or offsets corrupted) is an error, not a stale tail. (Without
+// this: it was reported as all stale tail once old batches with valid
 // CRCs counted as a tail.)
 func TestVerifyBelowBase(t *testing.T) {
 	dir := t.TempDir()

@@ -170,7 +170,7 @@ func load(f *os.File, base int64) ([]Entry, error) {
 	}
 	// Read and checked a chunk at a time, so that a large file of garbage
 	// (a sparse one, say) is refused at its first bad entry rather than
-	// read whole first. (From review.)
+	// read whole first.
 	var (
 		chunk   [loadChunkEntries * EntrySize]byte
 		entries []Entry

@@ -166,7 +166,7 @@ func storageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 func runStorage(ctx context.Context, c StorageConfig, progress io.Writer) (*StorageReport, error) {
 	// Names are trimmed once, here: the summary matches runs by them.
-	// (From review: " idemlog" ran but fell out of the summary.)
+	// (Without this: " idemlog" ran but fell out of the summary.)
 	c.Peers = trimAll(c.Peers)
 	var peers []storagePeer
 	for _, name := range c.Peers {

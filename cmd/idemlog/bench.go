@@ -171,7 +171,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		// A value that changes nothing is a mistake to report, not to
-		// echo in the workload as if it applied. (From review.)
+		// echo in the workload as if it applied.
 		switch {
 		case set["isolation"] && c.Isolation != "read_uncommitted" && c.Isolation != "read_committed":
 			err = fmt.Errorf("%w: --isolation %q: want read_uncommitted or read_committed", bench.ErrUsage, c.Isolation)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestBenchUsage(t *testing.T) {
@@ -264,5 +265,49 @@ func TestBenchBoundedByDefault(t *testing.T) {
 	}
 	if w := obj(t, m, "workload"); w["segment_bytes"].(float64) < 2*4*(8388608+8) || w["retention_bytes"].(float64) < 4*w["segment_bytes"].(float64) {
 		t.Errorf("32 MiB batches: workload %v", w)
+	}
+}
+
+// TestBenchZeroEnd: an explicit --records 0 or --duration 0 is not a
+// run length; it must be rejected (exit 2), not turned into the 10 s default.
+func TestBenchZeroEnd(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "--records", "0", "--quiet", "--baseline-max", "0", "--producers", "1", "--partitions", "1", "--dir", t.TempDir()},
+		{"bench", "--duration", "0", "--quiet", "--baseline-max", "0", "--producers", "1", "--partitions", "1", "--dir", t.TempDir()},
+	} {
+		start := time.Now()
+		code, stdout, stderr := runCLI(args...)
+		if code != 2 {
+			t.Errorf("%q: exit %d after %v, want 2 (stderr %q)\n%s", args, code, time.Since(start).Round(time.Millisecond), stderr, stdout)
+		}
+	}
+}
+
+// TestBenchIgnoredFlags: flags that only mean something in another
+// mode are silently accepted and echoed in the workload as if they applied.
+func TestBenchIgnoredFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--mode", "idempotent", "--txn-batches", "5"},
+		{"--mode", "plain", "--txn-batches", "5"},
+		{"--isolation", "read_committed"}, // no --readers
+	} {
+		all := append([]string{"bench", "--records", "100", "--quiet", "--baseline-max", "0", "--dir", t.TempDir()}, args...)
+		code, _, stderr := runCLI(all...)
+		if code != 2 {
+			t.Errorf("%q: exit %d, want 2: the flag has no effect in this workload (stderr %q)", args, code, stderr)
+		} else if !strings.Contains(stderr, strings.TrimPrefix(args[len(args)-2], "--")) {
+			t.Errorf("%q: stderr %q", args, stderr)
+		}
+	}
+}
+
+// TestBenchPlotPathChecked: output files are created before the run
+// "so that a bad path fails before the run", but --plot is opened only
+// after the whole run (and the baseline), which is then lost, exit 1.
+func TestBenchPlotPathChecked(t *testing.T) {
+	start := time.Now()
+	code, stdout, stderr := runCLI("bench", "--duration", "1s", "--quiet", "--baseline-max", "0", "--plot", "/nonexistent/dir/x.svg", "--dir", t.TempDir())
+	if code != 2 || time.Since(start) > 500*time.Millisecond {
+		t.Errorf("--plot into a missing dir: exit %d after %v, want 2 before the run (stderr %q)\n%s", code, time.Since(start).Round(time.Millisecond), stderr, stdout)
 	}
 }

@@ -81,7 +81,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		level, err = parseLogLevel(*logLevel)
 	}
 	// Checked here, before anything is opened: a mistake is a usage error
-	// and leaves no data dir behind. (From review.)
+	// and leaves no data dir behind.
 	if err == nil && *partitions < 1 {
 		err = fmt.Errorf("--partitions %d: want at least 1", *partitions)
 	}
@@ -112,7 +112,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	// Once the first signal started the shutdown, a second one has its
 	// default effect: a shutdown stuck on a client that does not read
-	// (up to closeWriteGrace) can be cut short. (From review.)
+	// (up to closeWriteGrace) can be cut short.
 	go func() {
 		<-ctx.Done()
 		stop()
@@ -173,7 +173,7 @@ func msDuration(ms int64) time.Duration {
 func serve(ctx context.Context, c serveConfig, stdout io.Writer, log *slog.Logger) error {
 	// Every listener first: a port in use fails before the data dir is
 	// opened (or created, or recovered), and "listening on" is printed
-	// only once nothing can fail any more. (From review.)
+	// only once nothing can fail any more.
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		return fmt.Errorf("cannot listen: %w", err)

@@ -136,7 +136,7 @@ func run(dir string, orders int, out *os.File) error {
 		return err
 	}
 	// The zombie is refused whatever input is left: a commit of offsets
-	// reaches the coordinator, which knows the newer epoch. (From review:
+	// reaches the coordinator, which knows the newer epoch. (Without this:
 	// with no input left, the old check sent nothing and so failed.)
 	err = first.SendOffsets("invoicer", map[engine.TopicPartition]engine.OffsetAndMetadata{
 		{Topic: "orders", Partition: 0}: {Offset: 0}})
@@ -156,7 +156,7 @@ func run(dir string, orders int, out *os.File) error {
 	// Verify: one visible invoice per order in the log, this run's and
 	// those an earlier run over the same --dir left, processed or not
 	// (it may have crashed before processing them): every one is
-	// processed by now. (From review: comparing this run's invoices with
+	// processed by now. (Without this: comparing this run's invoices with
 	// this run's orders reported false failures for a reused --dir.)
 	total, err := countVisible(e, in)
 	if err != nil {

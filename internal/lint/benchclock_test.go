@@ -104,8 +104,7 @@ func deferredCloseOnClock(body *ast.BlockStmt) bool {
 // engine or a log must stop its timer first. Close under fsync never
 // syncs everything the benchmark appended and seals the active segment:
 // on the clock it was most of ns/op, MB/s and B/op of short runs
-// (partition AppendNeverSmall at 2000x: 6426 ns/op for a 228 ns append;
-// from review).
+// (partition AppendNeverSmall at 2000x: 6426 ns/op for a 228 ns append).
 func TestBenchmarksCloseOffTheClock(t *testing.T) {
 	bodies := benchmarkBodies(t)
 	if len(bodies) < 20 {

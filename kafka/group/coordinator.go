@@ -169,7 +169,7 @@ func (c *Coordinator) locked(name string, create bool) *group {
 // the group's lock, as Kafka checks and appends under it: a rebalance
 // cannot come between them, so a member of an old generation that passed
 // the check cannot overwrite the offsets the new generation's owner
-// commits after it. (From review: it could.) write's error is returned.
+// commits after it. (Without this: it could.) write's error is returned.
 func (c *Coordinator) Commit(group string, generation int32, memberID string, instanceID *string, txn bool, write func() error) error {
 	if c.isClosed() {
 		return fmt.Errorf("cannot commit offsets of group %q: %w", group, ErrCoordinatorNotAvailable)
@@ -242,7 +242,7 @@ func (c *Coordinator) DeleteGroup(group string, hasOffsets bool, deleteOffsets f
 		return fmt.Errorf("cannot delete group %q: %d members, state %s: %w", group, len(g.members), g.state, ErrNonEmptyGroup)
 	}
 	// The offsets go under the group's lock: no member can join and
-	// commit between the check above and their deletion. (From review:
+	// commit between the check above and their deletion. (Without this:
 	// a new member's acknowledged commit was deleted.) If that fails the
 	// group stays.
 	if deleteOffsets != nil {
@@ -282,7 +282,7 @@ func (c *Coordinator) Describe(group string) (state string, generation int32, pr
 // ids and, by hasOffsets, no offsets in the engine, as Kafka's periodic
 // offsets cleanup removes such Empty groups; it returns how many. Without
 // it, every group id ever seen (a console consumer's random one, say)
-// stayed for the life of the process. (From review.) A group forgotten
+// stayed for the life of the process. A group forgotten
 // and joined again starts afresh, as in Kafka.
 func (c *Coordinator) ForgetEmptyGroups(hasOffsets func(group string) bool) int {
 	c.mu.Lock()

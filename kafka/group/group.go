@@ -251,7 +251,7 @@ func (g *group) addPending(id string, session time.Duration) {
 		g.c.log.Info("pending member expired", "group", g.name, "member", id)
 		delete(g.pending, id)
 		// Not an initial join's delay: only its timer ends that, as
-		// Kafka's InitialDelayedJoin. (From review.)
+		// Kafka's InitialDelayedJoin.
 		g.maybeCompleteJoinPhase()
 	})
 	g.pending[id] = p
@@ -413,7 +413,7 @@ func (g *group) answerSync(m *member, code int16) bool {
 	// The member's session starts again with the answer, an error
 	// included, as Kafka's propagateAssignment restarts its heartbeat
 	// timer: it could not heartbeat while parked, and must get a whole
-	// session to rejoin. (From review: a follower parked until a rebalance
+	// session to rejoin. (Without this: a follower parked until a rebalance
 	// voided its sync expired before it could rejoin.)
 	g.touch(m)
 	resp := call.req.ResponseKind().(*kmsg.SyncGroupResponse)

@@ -1,0 +1,32 @@
+package engine
+
+import (
+	"testing"
+)
+
+// ApplyRetention racing DeleteTopic: the deleted partitions have no
+// retention left to apply, which is no error.
+func TestApplyRetentionSkipsDeletedTopic(t *testing.T) {
+	e := openEngine(t, t.TempDir(), Options{})
+	for _, topic := range []string{"a", "b"} {
+		if err := e.CreateTopic(topic, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deleted := false
+	applyRetentionHook = func(*Partition) {
+		if !deleted {
+			deleted = true
+			if err := e.DeleteTopic("a"); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer func() { applyRetentionHook = nil }()
+	if _, err := e.ApplyRetention(); err != nil {
+		t.Fatalf("ApplyRetention with a topic deleted meanwhile: %v", err)
+	}
+	if !deleted {
+		t.Fatal("hook did not run")
+	}
+}
