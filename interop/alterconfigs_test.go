@@ -69,12 +69,12 @@ func TestAlterConfigsSarama(t *testing.T) {
 	}, false); err != nil {
 		t.Fatal(err)
 	}
-	entries, err := adm.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: "s"})
-	if err != nil {
-		t.Fatal(err)
+	res, err := adm.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: "s"}}, sarama.DescribeConfigsOptions{})
+	if err != nil || len(res) != 1 || res[0].ErrorCode != 0 {
+		t.Fatalf("describe: %v %+v", err, res)
 	}
 	got := map[string]sarama.ConfigEntry{}
-	for _, e := range entries {
+	for _, e := range res[0].Configs {
 		got[e.Name] = e
 	}
 	if got["segment.ms"].Value != "7200000" || got["max.message.bytes"].Value != "2000" ||
