@@ -334,6 +334,16 @@ func (v *verifier) file(path string, tailOK bool, nextBase int64) (segment.Repor
 	if errors.Is(err, segment.ErrTxnPastEnd) && tailOK {
 		err = nil
 	}
+	if err != nil && errors.Is(err, segment.ErrIndexMismatch) && tailOK {
+		// The indexes of the last segment of a log not closed cleanly
+		// may hold entries for batches the crash took (they are written
+		// with the data, not synced before it): recovery scans the
+		// segment and rebuilds them.
+		v.printf("repairable: %s: index that recovery rebuilds: %v\n", path, err)
+		v.repairable++
+		r.IndexEntries, r.TimeEntries = -1, -1
+		err = nil
+	}
 	if err != nil {
 		return r, withDir(path, err)
 	}

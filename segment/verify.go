@@ -26,6 +26,12 @@ import (
 // indexes rely on. The message names the file and byte position.
 var ErrVerify = errcode.New(errcode.CorruptMessage, "segment verification failed")
 
+// ErrIndexMismatch: an .index or .timeindex entry that does not match the
+// log. Returned with ErrVerify. In a segment that recovery scans (the last
+// of a log not closed cleanly) it is a crash image, not damage: the scan
+// rebuilds both indexes from the batches.
+var ErrIndexMismatch = errors.New("index does not match the log")
+
 // ErrTxnPastEnd: .txnindex entries whose abort markers lie past the
 // segment's last sound batch (Report.TxnPastEnd). Returned with ErrVerify;
 // a crash that took the log's tail after the index entry was written leaves
@@ -215,7 +221,7 @@ func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 		defer release()
 		r.IndexChecked = true
 		if len(idx)%8 != 0 {
-			return r, fmt.Errorf("%s.index: size %d not a multiple of 8: %w", stem, len(idx), ErrVerify)
+			return r, fmt.Errorf("%s.index: size %d not a multiple of 8: %w: %w", stem, len(idx), ErrIndexMismatch, ErrVerify)
 		}
 		prevOff, prevPos := int64(-1), int64(-1)
 		for i := 0; i < len(idx); i += 8 {
@@ -229,14 +235,14 @@ func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 			}
 			off := r.Base + rel
 			if off <= prevOff || p <= prevPos {
-				return r, fmt.Errorf("%s.index: entry %d {%d, %d} not increasing: %w", stem, i/8, off, p, ErrVerify)
+				return r, fmt.Errorf("%s.index: entry %d {%d, %d} not increasing: %w: %w", stem, i/8, off, p, ErrIndexMismatch, ErrVerify)
 			}
 			s, ok := boundaries[p]
 			if !ok {
-				return r, fmt.Errorf("%s.index: entry %d points at position %d, not a batch start: %w", stem, i/8, p, ErrVerify)
+				return r, fmt.Errorf("%s.index: entry %d points at position %d, not a batch start: %w: %w", stem, i/8, p, ErrIndexMismatch, ErrVerify)
 			}
 			if off < s.base || off >= r.NextOffset {
-				return r, fmt.Errorf("%s.index: entry %d offset %d, batch at %d holds %d..%d: %w", stem, i/8, off, p, s.base, s.last, ErrVerify)
+				return r, fmt.Errorf("%s.index: entry %d offset %d, batch at %d holds %d..%d: %w: %w", stem, i/8, off, p, s.base, s.last, ErrIndexMismatch, ErrVerify)
 			}
 			prevOff, prevPos = off, p
 			r.IndexEntries = i/8 + 1
@@ -249,7 +255,7 @@ func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 		defer release()
 		r.TimeIdxChecked = true
 		if len(tix)%12 != 0 {
-			return r, fmt.Errorf("%s.timeindex: size %d not a multiple of 12: %w", stem, len(tix), ErrVerify)
+			return r, fmt.Errorf("%s.timeindex: size %d not a multiple of 12: %w: %w", stem, len(tix), ErrIndexMismatch, ErrVerify)
 		}
 		prevTs, prevOff := int64(-1<<63), int64(-1)
 		for i := 0; i < len(tix); i += 12 {
@@ -259,7 +265,7 @@ func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 				break
 			}
 			if ts <= prevTs || off < prevOff || off >= max(r.NextOffset, r.Base+1) {
-				return r, fmt.Errorf("%s.timeindex: entry %d {%d, %d} out of order or range: %w", stem, i/12, ts, off, ErrVerify)
+				return r, fmt.Errorf("%s.timeindex: entry %d {%d, %d} out of order or range: %w: %w", stem, i/12, ts, off, ErrIndexMismatch, ErrVerify)
 			}
 			// The entry is the largest timestamp so far and the batch
 			// that holds it (Kafka's maxTimestampSoFar and its offset):
@@ -267,7 +273,7 @@ func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 			// return.
 			j, _ := slices.BinarySearchFunc(timed, off, func(tb timedBatch, off int64) int { return cmp.Compare(tb.last, off) })
 			if j == len(timed) || timed[j].base > off || timed[j].maxTs != ts || timed[j].runningMax != ts {
-				return r, fmt.Errorf("%s.timeindex: entry %d {%d, %d}: not the largest timestamp so far at a batch holding it: %w", stem, i/12, ts, off, ErrVerify)
+				return r, fmt.Errorf("%s.timeindex: entry %d {%d, %d}: not the largest timestamp so far at a batch holding it: %w: %w", stem, i/12, ts, off, ErrIndexMismatch, ErrVerify)
 			}
 			prevTs, prevOff = ts, off
 			r.TimeEntries = i/12 + 1
