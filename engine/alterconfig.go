@@ -4,12 +4,16 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/errcode"
+	"github.com/idemlog/idemlog/internal/fsutil"
 	"github.com/idemlog/idemlog/partition"
+	"golang.org/x/sys/unix"
 )
 
 // Changing a topic's configs while it is open (Kafka's AlterConfigs and
@@ -121,12 +125,15 @@ func (e *Engine) alterTopicConfig(topic string, validateOnly bool, change func(m
 	if err := ValidateTopic(topic); err != nil {
 		return err
 	}
+	e.configMu.Lock()
+	defer e.configMu.Unlock()
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.closed.Load() {
+		e.mu.Unlock()
 		return ErrClosed
 	}
 	parts := e.topicPartitionsLocked(topic)
+	e.mu.Unlock()
 	if len(parts) == 0 {
 		return &ConfigError{Msg: fmt.Sprintf("The topic '%s' does not exist.", topic), Err: ErrUnknownTopicOrPartition}
 	}
@@ -148,14 +155,56 @@ func (e *Engine) alterTopicConfig(topic string, validateOnly bool, change func(m
 	if validateOnly || maps.Equal(cur, next) {
 		return nil
 	}
-	// Partition 0 last: its file decides after a crash (reconcileTopicConfigs).
-	for i := len(parts) - 1; i >= 0; i-- {
-		if err := storeTopicConfig(parts[i].log.Dir(), next); err != nil {
-			return fmt.Errorf("cannot alter the configs of %s-%d: %w", topic, i, err)
-		}
+	// Without mu: a topic of tens of thousands of partitions takes
+	// seconds to write, and nothing else of the engine waits for it. A
+	// DeleteTopic meanwhile makes a write fail (its directories are
+	// renamed away), which this answers as an error.
+	dirs := make([]string, 0, len(parts)-1)
+	for _, p := range parts[1:] {
+		dirs = append(dirs, p.log.Dir())
+	}
+	if err := storeTopicConfigs(e.dir, dirs, next); err != nil {
+		return fmt.Errorf("cannot alter the configs of %s: %w", topic, err)
+	}
+	// Partition 0 last, synced: its file decides after a crash
+	// (reconcileTopicConfigs).
+	if err := storeTopicConfig(parts[0].log.Dir(), next); err != nil {
+		return fmt.Errorf("cannot alter the configs of %s-0: %w", topic, err)
 	}
 	for _, p := range parts {
 		if err := p.setConfig(next); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// storeTopicConfigs replaces the topic.config of every directory of dirs,
+// durably, with one syncfs(2) of the data dir's filesystem for many (where
+// it makes files durable), else with an fsync of each file and directory.
+func storeTopicConfigs(dataDir string, dirs []string, cfg map[string]string) error {
+	data := topicConfigBytes(cfg)
+	for _, dir := range dirs {
+		if err := fsutil.WriteFileNoSync(filepath.Join(dir, topicConfigFile), data); err != nil {
+			return err
+		}
+	}
+	if len(dirs) >= syncfsMinDirs && syncfsDurable(dataDir) {
+		d, err := os.Open(dataDir)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		if err := unix.Syncfs(int(d.Fd())); err != nil {
+			return fmt.Errorf("cannot sync the filesystem of %s: %w", dataDir, err)
+		}
+		return nil
+	}
+	for _, dir := range dirs {
+		if err := fsutil.SyncFile(filepath.Join(dir, topicConfigFile)); err != nil {
+			return err
+		}
+		if err := fsutil.SyncDir(dir); err != nil {
 			return err
 		}
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"path/filepath"
 	"testing"
@@ -243,5 +244,42 @@ func TestAlterTopicConfigCrash(t *testing.T) {
 		if cfg, err := readTopicConfig(filepath.Join(dir, partitionKey("t", i))); err != nil || !maps.Equal(cfg, want) {
 			t.Fatalf("partition %d's file: %v, %v", i, cfg, err)
 		}
+	}
+}
+
+// TestOffsetsDoNotWaitForTopicOperations: group and offset requests must
+// not wait for the engine's topic lock. The consumer-offsets store took it
+// to read the closed flag, so a config change of a topic of 65,535
+// partitions (minutes of file writes under that lock) stalled every
+// OffsetFetch, commit and group request behind it, until the listener's
+// connections ran out.
+func TestOffsetsDoNotWaitForTopicOperations(t *testing.T) {
+	e := openEngine(t, t.TempDir(), Options{})
+	defer e.Close()
+	if err := e.CreateTopic("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	if err := e.CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{tp: {Offset: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	e.mu.Lock() // a long topic operation
+	done := make(chan error, 1)
+	go func() {
+		got, err := e.FetchOffsets("g", []TopicPartition{tp}, false)
+		if err == nil && got[tp].Offset != 5 {
+			err = fmt.Errorf("offset %d, want 5", got[tp].Offset)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		e.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		e.mu.Unlock()
+		t.Fatal("FetchOffsets waited for the engine's topic lock")
 	}
 }

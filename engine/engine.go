@@ -126,6 +126,12 @@ type Engine struct {
 	coordMu sync.Mutex
 	coord   atomic.Pointer[Coordinator]
 
+	// configMu serializes changes of topic configs (alterTopicConfig) with
+	// each other and with AddPartitions (whose new partitions take the
+	// topic's configs). Taken before mu, and held across the files' writes,
+	// which mu is not: every other topic operation goes on meanwhile.
+	configMu sync.Mutex
+
 	// offsetStore is the consumer-offsets store, made on first use
 	// (offsets) under offsetsMu, which is taken before mu. It belongs to
 	// the engine so that it does not outlive it.
@@ -410,6 +416,10 @@ func (e *Engine) createTopic(topic string, partitions int, cfg map[string]string
 	}
 	if mode != addOnly && (partitions <= 0 || partitions > 1<<20) {
 		return fmt.Errorf("cannot create topic %q with %d partitions: %w", topic, partitions, ErrInvalidTopic)
+	}
+	if mode == addOnly {
+		e.configMu.Lock() // the topic's configs stay as read below
+		defer e.configMu.Unlock()
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

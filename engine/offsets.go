@@ -183,10 +183,11 @@ type offsetStore struct {
 func (e *Engine) offsets() (*offsetStore, error) {
 	e.offsetsMu.Lock()
 	defer e.offsetsMu.Unlock()
-	e.mu.Lock()
-	closed := e.closed.Load()
-	e.mu.Unlock()
-	if closed {
+	// The flag alone, not mu: a topic operation holding mu for long (a
+	// config change of a wide topic, a creation of thousands of
+	// partitions) must not stall every group and offset request. A Close
+	// that sets it just after is met by CreateTopic's own check under mu.
+	if e.closed.Load() {
 		return nil, ErrClosed
 	}
 	if e.offsetStore != nil {
