@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"github.com/idemlog/idemlog/errcode"
 	"github.com/idemlog/idemlog/internal/fsutil"
 	"github.com/idemlog/idemlog/partition"
-	"golang.org/x/sys/unix"
 )
 
 // Changing a topic's configs while it is open (Kafka's AlterConfigs and
@@ -189,26 +187,7 @@ func storeTopicConfigs(dataDir string, dirs []string, cfg map[string]string) err
 			return err
 		}
 	}
-	if len(dirs) >= syncfsMinDirs && syncfsDurable(dataDir) {
-		d, err := os.Open(dataDir)
-		if err != nil {
-			return err
-		}
-		defer d.Close()
-		if err := unix.Syncfs(int(d.Fd())); err != nil {
-			return fmt.Errorf("cannot sync the filesystem of %s: %w", dataDir, err)
-		}
-		return nil
-	}
-	for _, dir := range dirs {
-		if err := fsutil.SyncFile(filepath.Join(dir, topicConfigFile)); err != nil {
-			return err
-		}
-		if err := fsutil.SyncDir(dir); err != nil {
-			return err
-		}
-	}
-	return nil
+	return syncNewDirs(dataDir, dirs, map[string][]byte{topicConfigFile: data})
 }
 
 // topicPartitionsLocked returns topic's partitions in index order (under
