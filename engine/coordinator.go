@@ -348,7 +348,7 @@ func (c *Coordinator) waitState(end int64) error { return c.log.Log().WaitDurabl
 // committing every 1000 small batches ran at 0.51-0.67x of idempotent
 // throughput.
 func (c *Coordinator) waitDecision(end int64) error {
-	if h := decisionSyncHook; h != nil {
+	if h := c.e.opts.private.decisionSyncHook; h != nil {
 		if err := h(); err != nil {
 			return err
 		}
@@ -790,7 +790,7 @@ func (c *Coordinator) endLocked(m *txnMeta, commit, fence, tv2 bool) error {
 	// CONCURRENT_TRANSACTIONS and nothing writes its markers, which must
 	// never be durable before the decision.
 	c.mu.Unlock()
-	if h := decidingHook; h != nil {
+	if h := c.e.opts.private.decidingHook; h != nil {
 		h(m.id)
 	}
 	err = c.waitDecision(end)
@@ -872,14 +872,6 @@ func (c *Coordinator) complete(m *txnMeta) error {
 }
 
 var errCrashTest = fmt.Errorf("stopped by a crash test")
-
-// decisionSyncHook, for tests, fails a decision's sync when it returns an
-// error.
-var decisionSyncHook func() error
-
-// decidingHook, for tests, runs in endLocked while a decision waits for
-// its sync with the coordinator's mutex released.
-var decidingHook func(id string)
 
 // AbortTimedOut aborts, with an epoch bump that fences the producer, every
 // ongoing transaction older than its timeout (3.6), and returns how many.

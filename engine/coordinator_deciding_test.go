@@ -48,7 +48,7 @@ func TestDecisionSyncReleasesMutex(t *testing.T) {
 		p0hw         int64
 		ran          bool
 	}
-	decidingHook = func(id string) {
+	e.opts.private.decidingHook = func(id string) {
 		if id != "a" || during.ran {
 			return
 		}
@@ -59,7 +59,6 @@ func TestDecisionSyncReleasesMutex(t *testing.T) {
 		// Another id ends while "a" waits: the mutex is free.
 		during.other = b.Commit()
 	}
-	defer func() { decidingHook = nil }()
 	if err := a.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -94,16 +93,15 @@ func TestDecisionSyncFollowsPolicy(t *testing.T) {
 		sync bool
 	}{{"never", Options{}, false}, {"always", alwaysOptions, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, p0, p1, tp := twoPartitions(t, tc.opts)
+			e, p0, p1, tp := twoPartitions(t, tc.opts)
 			c := tp.c
 			state := c.log.Log()
 			var syncsAtDecision []int64
 			var markersAtDecision []int64
-			decidingHook = func(string) {
+			e.opts.private.decidingHook = func(string) {
 				syncsAtDecision = append(syncsAtDecision, state.Syncs())
 				markersAtDecision = append(markersAtDecision, p0.Log().HighWatermark()+p1.Log().HighWatermark())
 			}
-			defer func() { decidingHook = nil }()
 			const commits = 5
 			before := state.Syncs()
 			for i := range commits {
@@ -147,16 +145,16 @@ func TestDecisionSyncFollowsPolicy(t *testing.T) {
 // left PrepareCommit (where a retry would write the markers of a decision
 // that may not be durable); a later commit decides again and succeeds.
 func TestDecisionSyncFailureWritesNoMarker(t *testing.T) {
-	_, p0, p1, tp := twoPartitions(t, alwaysOptions)
+	e, p0, p1, tp := twoPartitions(t, alwaysOptions)
 	for _, p := range []*Partition{p0, p1} {
 		if err := txnSend(t, tp, p, 'a'); err != nil {
 			t.Fatal(err)
 		}
 	}
 	errSync := errors.New("injected sync failure")
-	decisionSyncHook = func() error { return errSync }
+	e.opts.private.decisionSyncHook = func() error { return errSync }
 	err := tp.Commit()
-	decisionSyncHook = nil
+	e.opts.private.decisionSyncHook = nil
 	if !errors.Is(err, errSync) {
 		t.Fatalf("commit with a failing decision sync: %v", err)
 	}

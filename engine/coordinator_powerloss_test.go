@@ -189,7 +189,7 @@ func powerCutStateLogBehind(t *testing.T, policy string, syncedAtDecision bool) 
 	// The state log is synced right after the first decision, as an
 	// interval flush may, or never after the InitProducerID's record.
 	if syncedAtDecision {
-		decidingHook = func(string) {
+		e.opts.private.decidingHook = func(string) {
 			if err := c.log.Log().Flush(); err != nil {
 				t.Error(err)
 			}
@@ -199,7 +199,7 @@ func powerCutStateLogBehind(t *testing.T, policy string, syncedAtDecision bool) 
 		t.Fatal(err)
 	}
 	err = tp.Commit()
-	decidingHook = nil
+	e.opts.private.decidingHook = nil
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ import (
 // retried and must be a duplicate: retention does not remove producer
 // entries (§2.5, §2.8) and SyncAlways loses no acknowledged write.
 // Also: transactional batches retried (duplicates), random codecs, a crash
-// while a commit's decision syncs (decidingHook), producer ids unique
+// while a commit's decision syncs (the decidingHook knob), producer ids unique
 // across restarts, committed offsets (FetchOffsets, requireStable).
 //
 // Two findings are minimized below (TestTimedOutProducerAbortUnfences,
@@ -743,13 +743,13 @@ func (s *crashModelState) txnCrashDeciding() {
 		return
 	}
 	e := s.e
-	decidingHook = func(id string) {
+	e.opts.private.decidingHook = func(id string) {
 		if id == tx.id {
 			e.Kill()
 		}
 	}
 	err := tx.cur.Commit()
-	decidingHook = nil
+	e.opts.private.decidingHook = nil
 	s.note("txn commit %s killed while deciding: %v", tx.id, err)
 	if err == nil {
 		s.fatalf("commit of %s killed while deciding: no error", tx.id)

@@ -45,7 +45,7 @@ const syncfsMinDirs = 8
 //
 // It returns the keys renamed into place; on error the others are gone,
 // or, once the intent is durable, left for the next Open to finish.
-func createPartitionDirs(dataDir, topic string, indexes []int, cfg map[string]string, id [16]byte) (created []string, err error) {
+func createPartitionDirs(dataDir, topic string, indexes []int, cfg map[string]string, id [16]byte, knobs *testKnobs) (created []string, err error) {
 	files := map[string][]byte{partitionMetadataFile: partitionMetadataBytes(id), topicConfigFile: topicConfigBytes(cfg)}
 	tmps := make([]string, 0, len(indexes))
 	intent := ""
@@ -76,14 +76,14 @@ func createPartitionDirs(dataDir, topic string, indexes []int, cfg map[string]st
 	if err := syncNewDirs(dataDir, tmps, files); err != nil {
 		return nil, fmt.Errorf("cannot create %d partitions: %w", len(indexes), err)
 	}
-	createTopicStep("synced")
+	knobs.createTopicStep("synced")
 	if len(indexes) > 1 {
 		path, err := writeCreationIntent(dataDir, topic, indexes, id)
 		if err != nil {
 			return nil, err
 		}
 		intent = path
-		createTopicStep("intent")
+		knobs.createTopicStep("intent")
 	}
 	var renameErr error
 	for i, index := range indexes {
@@ -94,7 +94,7 @@ func createPartitionDirs(dataDir, topic string, indexes []int, cfg map[string]st
 		}
 		created = append(created, key)
 		if i == 0 {
-			createTopicStep("renamed one")
+			knobs.createTopicStep("renamed one")
 		}
 	}
 	if len(created) > 0 {
@@ -197,17 +197,6 @@ func finishCreations(dataDir string, log *slog.Logger) error {
 		}
 	}
 	return nil
-}
-
-// createTopicStepHook, for crash tests, runs after each durable step of a
-// creation ("synced": the temporary directories; "intent"; "renamed one":
-// the first partition in place).
-var createTopicStepHook func(step string)
-
-func createTopicStep(step string) {
-	if h := createTopicStepHook; h != nil {
-		h(step)
-	}
 }
 
 // syncNewDirs makes the directories dirs, and the files named in files in

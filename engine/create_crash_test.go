@@ -83,7 +83,7 @@ func TestCreateTopicCrashChild(t *testing.T) {
 		fmt.Println("error", err)
 		time.Sleep(time.Hour)
 	}
-	createTopicStepHook = func(s string) {
+	e.opts.private.createTopicStepHook = func(s string) {
 		if s == step {
 			fmt.Println("at " + s)
 			time.Sleep(time.Hour)

@@ -149,7 +149,7 @@ func TestDeleteTopicCrashChild(t *testing.T) {
 			fail(err)
 		}
 	}
-	deleteTopicStepHook = func(s string) {
+	e.opts.private.deleteTopicStepHook = func(s string) {
 		if s == step {
 			fmt.Println("at " + s)
 			time.Sleep(time.Hour)

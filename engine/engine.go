@@ -65,6 +65,9 @@ type Options struct {
 	// the data dir's filesystem (0: DefaultDiskReserve, or 1% of the
 	// filesystem where that is less; negative: none).
 	DiskReserve int64
+
+	// private holds the knobs only this package's tests set (knobs.go).
+	private testKnobs
 }
 
 func (o Options) withDefaults() Options {
@@ -487,7 +490,7 @@ func (e *Engine) createTopic(topic string, partitions int, cfg map[string]string
 	var err error
 	if len(newDirs) > 0 {
 		var created []string
-		created, err = createPartitionDirs(e.dir, topic, newIndexes, cfg, id)
+		created, err = createPartitionDirs(e.dir, topic, newIndexes, cfg, id, &e.opts.private)
 		if err != nil {
 			// Only the directories created are opened below; CreateTopic
 			// again makes the rest.

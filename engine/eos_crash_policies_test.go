@@ -36,7 +36,7 @@ import (
 //     kill lands inside Open;
 //   - the child itself at pipeline steps: after the output Sends, between
 //     SendOffsets and Commit, and while a Commit's decision is pending
-//     (decidingHook).
+//     (the decidingHook knob).
 //
 // Checks: at every restart (after the new instance fenced the old one) the
 // read_committed output holds, for each input partition p with committed
@@ -209,9 +209,9 @@ func TestEOSCrashesUnderSyncPoliciesChild(t *testing.T) {
 			die()
 		}
 	}
-	decidingHook = func(string) { step() }
-
-	e, err := Open(dir, policyCrashOptions(os.Getenv(policyCrashPolicyEnv), now))
+	opts := policyCrashOptions(os.Getenv(policyCrashPolicyEnv), now)
+	opts.private.decidingHook = func(string) { step() }
+	e, err := Open(dir, opts)
 	if err != nil {
 		fail("open: %v", err)
 	}

@@ -129,8 +129,8 @@ func (e *Engine) ApplyRetention() (int, error) {
 	n := 0
 	var errs []error
 	for _, p := range *e.parts.Load() {
-		if applyRetentionHook != nil {
-			applyRetentionHook(p)
+		if h := e.opts.private.applyRetentionHook; h != nil {
+			h(p)
 		}
 		d, err := p.log.ApplyRetention()
 		n += d
@@ -142,6 +142,3 @@ func (e *Engine) ApplyRetention() (int, error) {
 	}
 	return n, errors.Join(errs...)
 }
-
-// applyRetentionHook, for tests, runs before each partition's retention.
-var applyRetentionHook func(p *Partition)

@@ -548,8 +548,8 @@ func (e *Engine) txnCommitOffsets(group string, pid int64, epoch int16, offsets 
 	}
 	op.mu.Unlock()
 	res, err := op.p.appendWith(b, func(b []byte) (AppendResult, bool, error) { return op.p.writeVerified(b, true, ver) })
-	if err == nil && offsetsAppendedHook != nil {
-		offsetsAppendedHook(op.p, pid, epoch)
+	if h := op.p.opts.private.offsetsAppendedHook; err == nil && h != nil {
+		h(op.p, pid, epoch)
 	}
 	op.mu.Lock()
 	defer op.mu.Unlock()
@@ -581,10 +581,6 @@ func (e *Engine) txnCommitOffsets(group string, pid int64, epoch int16, offsets 
 	}
 	return nil
 }
-
-// offsetsAppendedHook, for tests, runs between a transactional commit's
-// write and its registration.
-var offsetsAppendedHook func(p *Partition, pid int64, epoch int16)
 
 // nextSequence is the sequence pid's next batch at epoch must carry in the
 // partition: 0 for a producer the partition does not know or at another
@@ -747,8 +743,8 @@ func (op *offsetsPartition) tombstone(e *Engine, group string, match func(TopicP
 	if err != nil {
 		return true, fmt.Errorf("cannot delete offsets of group %q: %w", group, err)
 	}
-	if offsetsTombstonedHook != nil {
-		offsetsTombstonedHook(op.p)
+	if h := op.p.opts.private.offsetsTombstonedHook; h != nil {
+		h(op.p)
 	}
 	op.mu.Lock()
 	defer op.mu.Unlock()
@@ -806,10 +802,6 @@ func (s *offsetStore) deleteTopic(topic string) error {
 	}
 	return errors.Join(errs...)
 }
-
-// offsetsTombstonedHook, for tests, runs between a deletion's write and
-// its registration.
-var offsetsTombstonedHook func(p *Partition)
 
 // GroupHasOffsets reports whether a group has committed offsets, or
 // transactional ones pending (Kafka's GroupMetadata.hasOffsets). It is

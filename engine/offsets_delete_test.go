@@ -244,16 +244,15 @@ func TestDeleteGroupOffsetsMarkerAfterTombstone(t *testing.T) {
 	if err := e.TxnCommitOffsets(g, pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {2, ""}}); err != nil {
 		t.Fatal(err)
 	}
-	offsetsTombstonedHook = func(p *Partition) {
+	e.opts.private.offsetsTombstonedHook = func(p *Partition) {
 		if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: true}); err != nil {
 			t.Error(err)
 		}
 	}
-	defer func() { offsetsTombstonedHook = nil }()
 	if had, err := e.DeleteGroupOffsets(g); err != nil || !had {
 		t.Fatalf("delete: %v %v", had, err)
 	}
-	offsetsTombstonedHook = nil
+	e.opts.private.offsetsTombstonedHook = nil
 	wantOffsets(t, e, g, true, map[TopicPartition]OffsetAndMetadata{tp: {2, ""}})
 	e = liveIsReplayed(t, e, dir, g)
 	defer e.Close()
@@ -272,7 +271,7 @@ func TestDeleteGroupOffsetsWaitsForTxnRegistration(t *testing.T) {
 		t.Fatal(err)
 	}
 	deleted := make(chan error, 1)
-	offsetsAppendedHook = func(p *Partition, pid int64, epoch int16) {
+	e.opts.private.offsetsAppendedHook = func(p *Partition, pid int64, epoch int16) {
 		if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: true}); err != nil {
 			t.Error(err)
 		}
@@ -286,12 +285,11 @@ func TestDeleteGroupOffsetsWaitsForTxnRegistration(t *testing.T) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	defer func() { offsetsAppendedHook = nil }()
 	pid, epoch, _ := e.InitProducerID()
 	if err := e.TxnCommitOffsets(g, pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {2, ""}}); err != nil {
 		t.Fatal(err)
 	}
-	offsetsAppendedHook = nil
+	e.opts.private.offsetsAppendedHook = nil
 	if err := <-deleted; err != nil {
 		t.Fatal(err)
 	}

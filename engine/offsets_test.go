@@ -246,12 +246,11 @@ func TestOffsetsMarkerBeforeRegistration(t *testing.T) {
 	defer e.Close()
 	tp := TopicPartition{"t", 0}
 	commit := true
-	offsetsAppendedHook = func(p *Partition, pid int64, epoch int16) {
+	e.opts.private.offsetsAppendedHook = func(p *Partition, pid int64, epoch int16) {
 		if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: commit}); err != nil {
 			t.Error(err)
 		}
 	}
-	defer func() { offsetsAppendedHook = nil }()
 	pid, epoch, _ := e.InitProducerID()
 	if err := e.TxnCommitOffsets("g", pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {7, ""}}); err != nil {
 		t.Fatal(err)
@@ -345,16 +344,15 @@ func TestMarkerInTombstoneWindowLostAgainstDeletedOffset(t *testing.T) {
 	if err := e.CommitOffsets(g, map[TopicPartition]OffsetAndMetadata{tp: {9, "plain"}}); err != nil {
 		t.Fatal(err)
 	}
-	offsetsTombstonedHook = func(p *Partition) {
+	e.opts.private.offsetsTombstonedHook = func(p *Partition) {
 		if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: true}); err != nil {
 			t.Error(err)
 		}
 	}
-	defer func() { offsetsTombstonedHook = nil }()
 	if had, err := e.DeleteGroupOffsets(g); err != nil || !had {
 		t.Fatalf("delete: %v %v", had, err)
 	}
-	offsetsTombstonedHook = nil
+	e.opts.private.offsetsTombstonedHook = nil
 	live, err := e.FetchOffsets(g, []TopicPartition{tp}, true)
 	if err != nil {
 		t.Fatal(err)

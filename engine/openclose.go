@@ -29,12 +29,8 @@ func ioWorkers(n int) int {
 	return max(1, min(n, 4*runtime.GOMAXPROCS(0), 64))
 }
 
-// openProgressEvery is how often a long Open logs how far it got (a
-// variable for tests).
-var openProgressEvery = 10 * time.Second
-
 // openPartitions opens dirs in parallel (ioWorkers at a time), logging
-// progress every openProgressEvery while it lasts: a data dir that was
+// progress every defaultOpenProgressEvery while it lasts: a data dir that was
 // not closed cleanly has every partition's tail scanned. On error it
 // stops taking new directories and returns the first error (in dirs'
 // order) with whatever it opened, for the caller to close.
@@ -45,7 +41,10 @@ func openPartitions(dataDir string, dirs []partitionDir, opts *Options, engineCl
 	var failed atomic.Bool
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	start := time.Now()
-	every := openProgressEvery
+	every := opts.private.openProgressEvery
+	if every <= 0 {
+		every = defaultOpenProgressEvery
+	}
 	go func() {
 		defer close(stopped)
 		t := time.NewTicker(every)

@@ -29,7 +29,7 @@ func (l *lockedBuffer) String() string {
 
 // A data dir killed with every partition written is recovered by the
 // parallel open, each partition with all it held, and an open longer
-// than openProgressEvery logs how far it got and what it opened.
+// than the open's progress interval logs how far it got and what it opened.
 func TestOpenRecoversPartitionsInParallelAndLogsProgress(t *testing.T) {
 	const parts = 40
 	dir := t.TempDir()
@@ -54,12 +54,9 @@ func TestOpenRecoversPartitionsInParallelAndLogsProgress(t *testing.T) {
 	e.Kill()
 
 	var logged lockedBuffer
-	prev, prevEvery := slog.Default(), openProgressEvery
-	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
-	openProgressEvery = time.Nanosecond
-	t.Cleanup(func() { slog.SetDefault(prev); openProgressEvery = prevEvery })
-
-	e, err = Open(dir, Options{})
+	opts := Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))}
+	opts.private.openProgressEvery = time.Nanosecond
+	e, err = Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ func TestApplyRetentionSkipsDeletedTopic(t *testing.T) {
 		}
 	}
 	deleted := false
-	applyRetentionHook = func(*Partition) {
+	e.opts.private.applyRetentionHook = func(*Partition) {
 		if !deleted {
 			deleted = true
 			if err := e.DeleteTopic("a"); err != nil {
@@ -22,7 +22,6 @@ func TestApplyRetentionSkipsDeletedTopic(t *testing.T) {
 			}
 		}
 	}
-	defer func() { applyRetentionHook = nil }()
 	if _, err := e.ApplyRetention(); err != nil {
 		t.Fatalf("ApplyRetention with a topic deleted meanwhile: %v", err)
 	}

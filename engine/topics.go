@@ -344,7 +344,7 @@ func (e *Engine) deleteTopicLocked(topic string, offsets *offsetStore) ([]string
 	if err := writeDeletionIntent(intent, topic); err != nil {
 		return nil, fmt.Errorf("cannot delete topic %q: %w", topic, err)
 	}
-	deleteTopicStep("intent")
+	e.opts.private.deleteTopicStep("intent")
 	e.parts.Store(&parts)
 	e.ids.Store(ids.without(topic))
 	if offsets != nil {
@@ -359,9 +359,9 @@ func (e *Engine) deleteTopicLocked(topic string, offsets *offsetStore) ([]string
 			return nil, fmt.Errorf("cannot delete committed offsets of topic %q: %w", topic, err)
 		}
 	}
-	deleteTopicStep("tombstones")
+	e.opts.private.deleteTopicStep("tombstones")
 	renamed, err := e.retirePartitions(gone)
-	deleteTopicStep("renames")
+	e.opts.private.deleteTopicStep("renames")
 	if err == nil {
 		err = removeDeletionIntent(e.dir, intent)
 	}
@@ -429,16 +429,6 @@ func (e *Engine) finishDeletions() error {
 		}
 	}
 	return nil
-}
-
-// deleteTopicStepHook, for crash tests, runs after each durable step of
-// DeleteTopic ("intent", "tombstones", "renames").
-var deleteTopicStepHook func(step string)
-
-func deleteTopicStep(step string) {
-	if h := deleteTopicStepHook; h != nil {
-		h(step)
-	}
 }
 
 // retirePartitions closes the partitions and renames their directories

@@ -80,6 +80,9 @@ type Options struct {
 	// synchronously, before the clean-shutdown marker. WriteSnapshot writes
 	// the ones a rebuild of producer state makes.
 	Snapshot func(offset int64) []byte
+
+	// private holds the knobs only this package's tests set (knobs.go).
+	private logKnobs
 }
 
 func (o Options) withDefaults() Options {
@@ -717,10 +720,6 @@ func (l *Log) FirstRetainedOffset() int64 {
 	return segs[0].Base()
 }
 
-// readRaceHook, for tests, runs in read between the range check and the
-// segment search.
-var readRaceHook func()
-
 // read serves Read, ReadBelow and ReadRetained (retained: from the first
 // segment's base rather than the log start). The lowest readable offset is
 // loaded again on every round: retention or DeleteRecordsBefore may move it
@@ -753,7 +752,7 @@ func (l *Log) read(offset int64, maxBytes int, limit int64, retained bool) (Chun
 				return Chunk{}, fmt.Errorf("cannot read offset %d: %w", offset, err)
 			}
 		}
-		if h := readRaceHook; h != nil {
+		if h := l.opts.private.readRaceHook; h != nil {
 			h()
 		}
 		segs := *l.segs.Load()

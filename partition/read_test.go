@@ -41,7 +41,7 @@ func TestOffsetForTimeBelowLogStart(t *testing.T) {
 // start, then DeleteRecordsBefore/retention detaches the first segment and
 // moves the start, then the reader searches the segments. read clamped the
 // segment index to 0 and returned the next segment's data for an offset
-// below the log start, instead of OFFSET_OUT_OF_RANGE. readRaceHook runs
+// below the log start, instead of OFFSET_OUT_OF_RANGE. The readRaceHook knob runs
 // the DeleteRecordsBefore at exactly that point.
 func TestReadStaleLogStart(t *testing.T) {
 	l, err := Open(t.TempDir(), smallSegments(1024))
@@ -61,13 +61,12 @@ func TestReadStaleLogStart(t *testing.T) {
 	cut := segs[1].Base()
 	// The DeleteRecordsBefore lands between the reader's range check and
 	// its segment search (once).
-	readRaceHook = func() {
-		readRaceHook = nil
+	l.opts.private.readRaceHook = func() {
+		l.opts.private.readRaceHook = nil
 		if err := l.DeleteRecordsBefore(cut); err != nil {
 			t.Error(err)
 		}
 	}
-	defer func() { readRaceHook = nil }()
 	c, err := l.Read(0, 1<<20)
 	if err == nil {
 		first := batch.Batch(c.Data).BaseOffset()

@@ -164,8 +164,8 @@ func (l *Log) syncOnce() (int64, error) {
 			return 0, fmt.Errorf("cannot sync partition %s: %w: %w", l.dir, ErrFailed, err)
 		}
 	}
-	if afterSyncDataHook != nil {
-		afterSyncDataHook(l)
+	if h := l.opts.private.afterSyncDataHook; h != nil {
+		h(l)
 	}
 	// A seal of one of these segments may have failed while they synced:
 	// the kernel reports a writeback error to the first fsync of the file
@@ -303,7 +303,3 @@ func (l *Log) endStaging() {
 		l.wake()
 	}
 }
-
-// afterSyncDataHook, for tests, runs in a group sync after its
-// fdatasyncs, before it counts anything durable.
-var afterSyncDataHook func(l *Log)

@@ -46,8 +46,7 @@ func TestGroupSyncSeesFailureDuringItsSyncs(t *testing.T) {
 	}
 	defer l.Close()
 	res := appendNoWait(t, l, makeBatch(t, 0, 2, 100, 1))
-	afterSyncDataHook = func(l *Log) { l.fail(errors.New("injected: a concurrent seal's fsync failed")) }
-	defer func() { afterSyncDataHook = nil }()
+	l.opts.private.afterSyncDataHook = func(l *Log) { l.fail(errors.New("injected: a concurrent seal's fsync failed")) }
 	if err := l.WaitDurable(res.LastOffset + 1); !errors.Is(err, ErrFailed) {
 		t.Fatalf("WaitDurable with the log failed during the sync: %v, want ErrFailed", err)
 	}

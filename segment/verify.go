@@ -89,6 +89,12 @@ type Report struct {
 // live partition sealing or retiring its segment) fails with ErrIO, not a
 // SIGBUS of the process.
 func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
+	return verifyFile(path, maxBatchSize, nil)
+}
+
+// verifyFile is VerifyFile; mapped, if set (by tests), runs once the .log
+// is mapped, so that a test changes the file under a running verify.
+func verifyFile(path string, maxBatchSize int, mapped func(path string)) (rep Report, err error) {
 	// The files are mapped: a page past a concurrent truncation faults.
 	// The fault becomes a panic of this goroutine, recovered here. (Without
 	// this: verify on a live directory could die of SIGBUS.)
@@ -112,8 +118,8 @@ func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
 		return r, err
 	}
 	defer release()
-	if verifyMappedHook != nil {
-		verifyMappedHook(path)
+	if mapped != nil {
+		mapped(path)
 	}
 	r.Bytes = int64(len(data))
 	base, named := ParseName(filepath.Base(path), ".log")
@@ -415,9 +421,6 @@ func staleAhead(rest []byte, base, next int64, maxBatchSize int) bool {
 	}
 	return false
 }
-
-// verifyMappedHook, for tests, runs once VerifyFile has mapped the .log.
-var verifyMappedHook func(path string)
 
 // grew reports whether the file at path is now larger than size.
 func grew(path string, size int64) bool {

@@ -52,14 +52,13 @@ func TestVerifyFileGrowingSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	mapped := st.Size()
-	verifyMappedHook = func(string) {
+	grow := func(string) {
 		// The writer goes on while verify reads: past the mapped size.
 		for s.Size() <= mapped {
 			appendOne()
 		}
 	}
-	defer func() { verifyMappedHook = nil }()
-	r, err := VerifyFile(path, 0)
+	r, err := verifyFile(path, 0, grow)
 	if err != nil && !errors.Is(err, ErrIO) {
 		t.Fatalf("VerifyFile of a live segment grown from %d to %d bytes while read: %v (report %+v), want success or ErrIO",
 			mapped, s.Size(), err, r)

@@ -22,13 +22,12 @@ func TestVerifyFileTruncatedWhileRead(t *testing.T) {
 	s.Seal()
 	s.Close()
 	path := filepath.Join(dir, FileName(0, ".log"))
-	verifyMappedHook = func(p string) {
+	truncate := func(p string) {
 		if err := os.Truncate(p, 0); err != nil {
 			t.Error(err)
 		}
 	}
-	defer func() { verifyMappedHook = nil }()
-	_, err = VerifyFile(path, 0)
+	_, err = verifyFile(path, 0, truncate)
 	if !errors.Is(err, ErrIO) {
 		t.Fatalf("VerifyFile of a file truncated under it: %v, want ErrIO", err)
 	}
