@@ -271,19 +271,14 @@ func (r *reader) run(writersDone, abort *atomic.Bool) error {
 // countBatches counts the records (outside control batches) and batches
 // of whole batches laid end to end.
 func countBatches(data []byte) (records, batches int64, err error) {
-	for len(data) > 0 {
-		n, err := batch.Size(data)
-		if err != nil {
-			return records, batches, err
-		}
-		b := batch.Batch(data[:n])
-		if !b.IsControl() {
+	it := batch.NewIter(data)
+	for it.Next() {
+		if b := it.Batch(); !b.IsControl() {
 			records += int64(b.RecordsCount())
 		}
 		batches++
-		data = data[n:]
 	}
-	return records, batches, nil
+	return records, batches, it.Err()
 }
 
 // logBytes returns the bytes of the batches in [from, to) of l.
@@ -941,13 +936,9 @@ func (s *sampler) sample(now time.Time, show bool) {
 // countCommitted counts the records a read_committed consumer sees: batches
 // of aborted transactions and control batches are dropped.
 func countCommitted(data []byte, f *txnindex.Filter) (records int64, err error) {
-	for len(data) > 0 {
-		n, err := batch.Size(data)
-		if err != nil {
-			return records, err
-		}
-		b := batch.Batch(data[:n])
-		data = data[n:]
+	it := batch.NewIter(data)
+	for it.Next() {
+		b := it.Batch()
 		abort := false
 		if b.IsControl() && b.RecordsCount() > 0 {
 			if ctl, err := b.Control(); err == nil {
@@ -960,5 +951,5 @@ func countCommitted(data []byte, f *txnindex.Filter) (records int64, err error) 
 		}
 		records += int64(b.RecordsCount())
 	}
-	return records, nil
+	return records, it.Err()
 }

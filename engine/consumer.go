@@ -94,13 +94,9 @@ func (c *Consumer) Poll(p *Partition, maxBytes int, fn func(r *batch.Record) err
 	}
 	defer ch.Release()
 	seen := 0
-	for data := ch.Data; len(data) > 0; {
-		n, err := batch.Size(data)
-		if err != nil {
-			return seen, err
-		}
-		b := batch.Batch(data[:n])
-		data = data[n:]
+	batches := batch.NewIter(ch.Data)
+	for batches.Next() {
+		b := batches.Batch()
 		if c.skip(b) {
 			continue
 		}
@@ -125,6 +121,9 @@ func (c *Consumer) Poll(p *Partition, maxBytes int, fn func(r *batch.Record) err
 		if err := it.Err(); err != nil {
 			return seen, err
 		}
+	}
+	if err := batches.Err(); err != nil {
+		return seen, err
 	}
 	c.positions[p] = ch.NextOffset
 	return seen, nil

@@ -245,20 +245,15 @@ func (c *Coordinator) load() error {
 		if err != nil {
 			return fmt.Errorf("cannot load transaction state: %w", err)
 		}
-		for data := ch.Data; len(data) > 0; {
-			n, err := batch.Size(data)
-			if err != nil {
-				ch.Release()
-				return fmt.Errorf("cannot load transaction state: %w", err)
-			}
-			if batch.Batch(data[:n]).IsControl() {
+		batches := batch.NewIter(ch.Data)
+		for batches.Next() {
+			if batches.Batch().IsControl() {
 				// Not a state record. Only a client could have put a
 				// marker here, which the listener now refuses; one a past
 				// version let in must not keep the engine from opening.
-				data = data[n:]
 				continue
 			}
-			it, err := d.Records(batch.Batch(data[:n]))
+			it, err := d.Records(batches.Batch())
 			if err != nil {
 				ch.Release()
 				return fmt.Errorf("cannot load transaction state: %w", err)
@@ -279,7 +274,10 @@ func (c *Coordinator) load() error {
 				}
 				c.txns[m.id] = m
 			}
-			data = data[n:]
+		}
+		if err := batches.Err(); err != nil {
+			ch.Release()
+			return fmt.Errorf("cannot load transaction state: %w", err)
 		}
 		off = ch.NextOffset
 		ch.Release()

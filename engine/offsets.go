@@ -280,17 +280,16 @@ func (op *offsetsPartition) replay() error {
 			c.Release()
 			break
 		}
-		for data := c.Data; len(data) > 0; {
-			n, err := batch.Size(data)
-			if err != nil {
-				c.Release()
-				return fmt.Errorf("cannot replay %s-%d at %d: %w", ConsumerOffsetsTopic, op.p.index, off, err)
-			}
-			if err := op.replayBatch(&dec, batch.Batch(data[:n])); err != nil {
+		batches := batch.NewIter(c.Data)
+		for batches.Next() {
+			if err := op.replayBatch(&dec, batches.Batch()); err != nil {
 				c.Release()
 				return err
 			}
-			data = data[n:]
+		}
+		if err := batches.Err(); err != nil {
+			c.Release()
+			return fmt.Errorf("cannot replay %s-%d at %d: %w", ConsumerOffsetsTopic, op.p.index, off, err)
 		}
 		off = c.NextOffset
 		c.Release()

@@ -463,13 +463,9 @@ func (p *Partition) replay(from, to int64) error {
 		if err != nil {
 			return fmt.Errorf("cannot replay producer state at %d: %w", off, err)
 		}
-		for data := c.Data; len(data) > 0; {
-			n, err := batch.Size(data)
-			if err != nil {
-				c.Release()
-				return fmt.Errorf("cannot replay producer state at %d: %w", off, err)
-			}
-			b := batch.Batch(data[:n])
+		batches := batch.NewIter(c.Data)
+		for batches.Next() {
+			b := batches.Batch()
 			for len(missing) > 0 && b.BaseOffset() >= missing[0] {
 				if err := snapshot(missing[0]); err != nil {
 					c.Release()
@@ -481,7 +477,10 @@ func (p *Partition) replay(from, to int64) error {
 				c.Release()
 				return err
 			}
-			data = data[n:]
+		}
+		if err := batches.Err(); err != nil {
+			c.Release()
+			return fmt.Errorf("cannot replay producer state at %d: %w", off, err)
 		}
 		off = c.NextOffset
 		c.Release()

@@ -151,15 +151,13 @@ func dumpBatches(p *engine.Partition, r *Reporter) error {
 		if err != nil {
 			return err
 		}
-		data := c.Data
-		for len(data) > 0 {
-			n, err := batch.Size(data)
-			if err != nil {
-				c.Release()
-				return err
-			}
-			r.Printf("batch %s %d %s", p.Topic(), p.Index(), hex.EncodeToString(data[:n]))
-			data = data[n:]
+		batches := batch.NewIter(c.Data)
+		for batches.Next() {
+			r.Printf("batch %s %d %s", p.Topic(), p.Index(), hex.EncodeToString(batches.Batch()))
+		}
+		if err := batches.Err(); err != nil {
+			c.Release()
+			return err
 		}
 		next := c.NextOffset
 		empty := len(c.Data) == 0
