@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/internal/testutil"
 )
 
 var powerCutSeeds = flag.Int("powercut.seeds", 12, "seeds of TestPowerCutTransactionsRandom")
@@ -221,13 +221,6 @@ func initV1(t *testing.T, c *Coordinator) (int64, int16) {
 // sequence seq and one record whose value is v.
 func valueBatchAt(t *testing.T, pid int64, epoch int16, seq int32, v byte) []byte {
 	t.Helper()
-	b := batch.NewBuilder(batch.CodecNone)
-	b.SetProducer(pid, epoch, seq)
-	b.SetTransactional(true)
-	b.Append(time.Now().UnixMilli(), nil, []byte{v}, nil)
-	out, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return testutil.Batch(t, testutil.BatchSpec{Producer: true, PID: pid, Epoch: epoch, Seq: seq, Transactional: true,
+		Values: [][]byte{{v}}, Timestamp: time.Now().UnixMilli()})
 }

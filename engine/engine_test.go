@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/errcode"
+	"github.com/idemlog/idemlog/internal/testutil"
 	"github.com/idemlog/idemlog/partition"
 	"github.com/idemlog/idemlog/pidtable"
 	"github.com/idemlog/idemlog/producer"
@@ -19,16 +20,8 @@ import (
 
 func idem(t testing.TB, pid int64, epoch int16, seq int32, n int, ts int64) []byte {
 	t.Helper()
-	b := batch.NewBuilder(batch.CodecNone)
-	b.SetProducer(pid, epoch, seq)
-	for i := range n {
-		b.Append(ts, nil, []byte{byte(seq), byte(i)}, nil)
-	}
-	out, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bytes.Clone(out)
+	return testutil.Batch(t, testutil.BatchSpec{Producer: true, PID: pid, Epoch: epoch, Seq: seq, Records: n,
+		Value: func(i int) []byte { return []byte{byte(seq), byte(i)} }, Timestamp: ts})
 }
 
 func openEngine(t *testing.T, dir string, opts Options) *Engine {

@@ -9,22 +9,13 @@ import (
 	"time"
 
 	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/internal/testutil"
 )
 
 func maxTimestampBatch(t testing.TB, codec batch.Codec, pid int64, epoch int16, seq int32, tss []int64, header int64) []byte {
 	t.Helper()
-	b := batch.NewBuilder(codec)
-	if pid >= 0 {
-		b.SetProducer(pid, epoch, seq)
-	}
-	for i, ts := range tss {
-		b.Append(ts, nil, bytes.Repeat([]byte{byte(i)}, 50), nil)
-	}
-	out, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := batch.Batch(bytes.Clone(out))
+	v := batch.Batch(testutil.Batch(t, testutil.BatchSpec{Codec: codec, Producer: pid >= 0, PID: pid, Epoch: epoch, Seq: seq,
+		Timestamps: tss, Value: func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, 50) }}))
 	setBatchMaxTimestamp(v, header)
 	return v
 }

@@ -9,22 +9,13 @@ import (
 	"time"
 
 	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/internal/testutil"
 	"github.com/idemlog/idemlog/producer"
 )
 
 func producerTestBatch(t *testing.T, pid int64, epoch int16, seq int32, n int, ts int64, txn bool) []byte {
 	t.Helper()
-	b := batch.NewBuilder(batch.CodecNone)
-	b.SetProducer(pid, epoch, seq)
-	b.SetTransactional(txn)
-	for i := range n {
-		b.Append(ts, nil, []byte{byte(i)}, nil)
-	}
-	out, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bytes.Clone(out)
+	return testutil.Batch(t, testutil.BatchSpec{Producer: true, PID: pid, Epoch: epoch, Seq: seq, Transactional: txn, Records: n, Timestamp: ts})
 }
 
 // A clean restart must reproduce the same accept/reject decisions (spec

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/internal/testutil"
 	"github.com/idemlog/idemlog/partition"
 	"github.com/idemlog/idemlog/producer"
 	"github.com/idemlog/idemlog/segment"
@@ -17,21 +17,8 @@ import (
 
 func readCommittedBatch(t *testing.T, pid int64, seq int32, txn bool, vals []uint32) []byte {
 	t.Helper()
-	b := batch.NewBuilder(batch.CodecNone)
-	if pid >= 0 {
-		b.SetProducer(pid, 0, seq)
-	}
-	b.SetTransactional(txn)
-	for _, v := range vals {
-		var buf [4]byte
-		binary.BigEndian.PutUint32(buf[:], v)
-		b.Append(time.Now().UnixMilli(), nil, buf[:], nil)
-	}
-	out, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bytes.Clone(out)
+	return testutil.Batch(t, testutil.BatchSpec{Producer: pid >= 0, PID: pid, Seq: seq, Transactional: txn, Records: len(vals),
+		Value: func(i int) []byte { return binary.BigEndian.AppendUint32(nil, vals[i]) }, Timestamp: time.Now().UnixMilli()})
 }
 
 // A random model of transactional and plain writes, read back by a

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/internal/testutil"
 	"github.com/idemlog/idemlog/partition"
 	"github.com/idemlog/idemlog/producer"
 	"github.com/idemlog/idemlog/segment"
@@ -18,17 +19,7 @@ import (
 
 func txnBatch(t testing.TB, pid int64, epoch int16, seq int32, n int) []byte {
 	t.Helper()
-	b := batch.NewBuilder(batch.CodecNone)
-	b.SetProducer(pid, epoch, seq)
-	b.SetTransactional(true)
-	for i := range n {
-		b.Append(time.Now().UnixMilli(), nil, []byte{byte(i)}, nil)
-	}
-	out, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bytes.Clone(out)
+	return testutil.Batch(t, testutil.BatchSpec{Producer: true, PID: pid, Epoch: epoch, Seq: seq, Transactional: true, Records: n, Timestamp: time.Now().UnixMilli()})
 }
 
 func TestLastStableOffsetAndMarkers(t *testing.T) {
@@ -156,19 +147,8 @@ func readCommittedValues(t *testing.T, p *Partition) []byte {
 
 func valueBatch(t *testing.T, pid int64, seq int32, txn bool, values ...byte) []byte {
 	t.Helper()
-	b := batch.NewBuilder(batch.CodecNone)
-	if pid >= 0 {
-		b.SetProducer(pid, 0, seq)
-	}
-	b.SetTransactional(txn)
-	for _, v := range values {
-		b.Append(time.Now().UnixMilli(), nil, []byte{v}, nil)
-	}
-	out, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bytes.Clone(out)
+	return testutil.Batch(t, testutil.BatchSpec{Producer: pid >= 0, PID: pid, Seq: seq, Transactional: txn, Records: len(values),
+		Value: func(i int) []byte { return []byte{values[i]} }, Timestamp: time.Now().UnixMilli()})
 }
 
 func TestReadCommittedHidesAborted(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/internal/testutil"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -161,16 +162,8 @@ func produceReq(topic string, parts map[int32][]byte) *kmsg.ProduceRequest {
 
 func buildBatch(t testing.TB, pid int64, epoch int16, seq int32, n int) []byte {
 	t.Helper()
-	bld := batch.NewBuilder(batch.CodecNone)
-	bld.SetProducer(pid, epoch, seq)
-	for i := range n {
-		bld.Append(1700000000000+int64(i), nil, []byte("v"+string(rune('a'+i))), nil)
-	}
-	b, err := bld.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append([]byte(nil), b...)
+	return testutil.Batch(t, testutil.BatchSpec{Producer: true, PID: pid, Epoch: epoch, Seq: seq, Records: n,
+		Value: func(i int) []byte { return []byte("v" + string(rune('a'+i))) }, Timestamp: 1700000000000, TimestampStep: 1})
 }
 
 // TestProduceRetryReturnsOriginalOffsets: the exact retry of a batch gets

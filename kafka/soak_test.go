@@ -24,8 +24,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/engine"
+	"github.com/idemlog/idemlog/internal/testutil"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -533,16 +533,8 @@ func soakFill(req kmsg.Request, records []byte) {
 
 // soakBatch is a record batch of n one-byte records.
 func soakBatch(pid int64, epoch int16, seq int32, n int) ([]byte, error) {
-	bld := batch.NewBuilder(batch.CodecNone)
-	bld.SetProducer(pid, epoch, seq)
-	for i := range n {
-		bld.Append(1700000000000+int64(i), nil, []byte{byte('a' + i)}, nil)
-	}
-	b, err := bld.Build()
-	if err != nil {
-		return nil, err
-	}
-	return append([]byte(nil), b...), nil
+	return testutil.BuildBatch(testutil.BatchSpec{Producer: true, PID: pid, Epoch: epoch, Seq: seq, Records: n,
+		Value: func(i int) []byte { return []byte{byte('a' + i)} }, Timestamp: 1700000000000, TimestampStep: 1})
 }
 
 var soakInteresting32 = []uint32{0, 1, 0x7f, 0xff, 0x7fff, 0xffff, 0x7fffffff, 0x80000000, 0xffffffff, 65536, 1 << 20}

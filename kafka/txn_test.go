@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/engine"
+	"github.com/idemlog/idemlog/internal/testutil"
 	"github.com/idemlog/idemlog/partition"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -412,15 +412,8 @@ func TestEmptyTransactionalIDInvalid(t *testing.T) {
 // txnTestBatch is a one-record transactional batch.
 func txnTestBatch(t *testing.T, pid int64, epoch int16, seq int32) []byte {
 	t.Helper()
-	bld := batch.NewBuilder(batch.CodecNone)
-	bld.SetProducer(pid, epoch, seq)
-	bld.SetTransactional(true)
-	bld.Append(1700000000000, nil, []byte("x"), nil)
-	b, err := bld.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append([]byte(nil), b...)
+	return testutil.Batch(t, testutil.BatchSpec{Producer: true, PID: pid, Epoch: epoch, Seq: seq, Transactional: true,
+		Values: testutil.Strings("x"), Timestamp: 1700000000000})
 }
 
 // txnCommitCompletes checks that a commit of the transaction at (pid, epoch)

@@ -8,24 +8,15 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/internal/testutil"
 	"github.com/idemlog/idemlog/segment"
 )
 
 // dumpTestBatch returns one batch of n records stamped at base.
 func dumpTestBatch(t *testing.T, base int64, n int) []byte {
 	t.Helper()
-	b := batch.NewBuilder(batch.CodecNone)
-	for i := range n {
-		b.Append(1700000000000+base+int64(i), nil, []byte("value"), nil)
-	}
-	v, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := append([]byte(nil), v...)
-	batch.Batch(out).SetBaseOffset(base)
-	return out
+	return testutil.Batch(t, testutil.BatchSpec{Records: n, Value: func(int) []byte { return []byte("value") },
+		Timestamp: 1700000000000 + base, TimestampStep: 1, BaseOffset: base})
 }
 
 func dumpWriteSegment(t *testing.T, dir string, base int64, data []byte) {

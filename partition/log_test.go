@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemlog/idemlog/internal/fsutil"
+	"github.com/idemlog/idemlog/internal/testutil"
 
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/errcode"
@@ -21,17 +22,11 @@ import (
 // timestamp ts.
 func makeBatch(t testing.TB, id, n, valueSize int, ts int64) []byte {
 	t.Helper()
-	b := batch.NewBuilder(batch.CodecNone)
-	for i := range n {
+	return testutil.Batch(t, testutil.BatchSpec{Records: n, Timestamp: ts, Value: func(i int) []byte {
 		v := bytes.Repeat([]byte{byte('a' + id%26)}, valueSize)
 		copy(v, fmt.Sprintf("%d/%d", id, i))
-		b.Append(ts, nil, v, nil)
-	}
-	out, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bytes.Clone(out)
+		return v
+	}})
 }
 
 // smallSegments keeps segments tiny so tests roll often.

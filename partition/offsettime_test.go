@@ -6,23 +6,17 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/internal/testutil"
 	"github.com/idemlog/idemlog/segment"
 )
 
 func offsetTimeBatch(t testing.TB, tss []int64, valueSize int) []byte {
 	t.Helper()
-	b := batch.NewBuilder(batch.CodecNone)
-	for i, ts := range tss {
+	return testutil.Batch(t, testutil.BatchSpec{Timestamps: tss, Value: func(i int) []byte {
 		v := bytes.Repeat([]byte{'x'}, valueSize)
 		copy(v, fmt.Sprint(i))
-		b.Append(ts, nil, v, nil)
-	}
-	out, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bytes.Clone(out)
+		return v
+	}})
 }
 
 // offsetTimeExpect is OffsetForTime's contract computed by brute force over

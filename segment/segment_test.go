@@ -9,21 +9,16 @@ import (
 	"testing"
 
 	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/internal/testutil"
 )
 
 func testBatch(t testing.TB, id, n, size int) batch.Batch {
 	t.Helper()
-	b := batch.NewBuilder(batch.CodecNone)
-	for i := range n {
+	return testutil.Batch(t, testutil.BatchSpec{Records: n, Timestamp: int64(1000 + id), Value: func(i int) []byte {
 		v := bytes.Repeat([]byte{byte(id)}, size)
 		copy(v, fmt.Sprint(id, "/", i))
-		b.Append(int64(1000+id), nil, v, nil)
-	}
-	out, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return batch.Batch(bytes.Clone(out))
+		return v
+	}})
 }
 
 var testOpts = Options{MaxBytes: 64 << 10, IndexMaxBytes: 1024, IndexIntervalBytes: 300, ReserveAhead: 8 << 10}

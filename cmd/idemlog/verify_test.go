@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/index"
+	"github.com/idemlog/idemlog/internal/testutil"
 	"github.com/idemlog/idemlog/logdump"
 	"github.com/idemlog/idemlog/partition"
 	"github.com/idemlog/idemlog/segment"
@@ -626,15 +627,8 @@ func TestVerifyRepairableCrashImages(t *testing.T) {
 
 func verifyTestBatch(t *testing.T, records int) []byte {
 	t.Helper()
-	b := batch.NewBuilder(batch.CodecNone)
-	for i := range records {
-		b.Append(1700000000000+int64(i), nil, []byte("value"), nil)
-	}
-	out, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append([]byte(nil), out...)
+	return testutil.Batch(t, testutil.BatchSpec{Records: records, Value: func(int) []byte { return []byte("value") },
+		Timestamp: 1700000000000, TimestampStep: 1})
 }
 
 // TestVerifyOffsetOverflow: the base offset is not covered by the
