@@ -11,21 +11,14 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/errcode"
-	"github.com/idemlog/idemlog/internal/childproc"
+	"github.com/idemlog/idemlog/internal/testutil"
 )
 
 // plainRecordBatch is a batch of one record, without a producer id.
 func plainRecordBatch(t testing.TB, value string) []byte {
 	t.Helper()
-	b := batch.NewBuilder(batch.CodecNone)
-	b.Append(1, nil, []byte(value), nil)
-	out, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append([]byte(nil), out...)
+	return testutil.Batch(t, testutil.BatchSpec{Values: testutil.Strings(value), Timestamp: 1})
 }
 
 // partitionDirs lists the data dir's entries that start with prefix.
@@ -250,7 +243,7 @@ func TestDescriptorExhaustion(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	child := childproc.Start(t, "TestDescriptorExhaustionChild", fdChildDirEnv+"="+dir)
+	child := testutil.StartChild(t, "TestDescriptorExhaustionChild", fdChildDirEnv+"="+dir)
 	var lines []string
 	for l := range child.Lines {
 		if strings.HasPrefix(l, "ok ") || strings.HasPrefix(l, "error ") {

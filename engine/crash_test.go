@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -18,7 +17,7 @@ import (
 	"time"
 
 	"github.com/idemlog/idemlog/batch"
-	"github.com/idemlog/idemlog/internal/childproc"
+	"github.com/idemlog/idemlog/internal/testutil"
 	"github.com/idemlog/idemlog/partition"
 	"github.com/idemlog/idemlog/producer"
 	"github.com/idemlog/idemlog/segment"
@@ -72,17 +71,12 @@ func crashValue(p, k, i int) []byte {
 // crashProducerBatch is batch k of producer p, with base sequence seq
 // (crashSeq(p, k), passed in to keep the child linear).
 func crashProducerBatch(p, k int, seq int32) []byte {
-	bld := batch.NewBuilder(batch.CodecNone)
-	bld.SetProducer(int64(p), 0, seq)
-	ts := time.Now().UnixMilli()
-	for i := range crashCount(p, k) {
-		bld.Append(ts, nil, crashValue(p, k, i), nil)
-	}
-	b, err := bld.Build()
+	b, err := testutil.BuildBatch(testutil.BatchSpec{Producer: true, PID: int64(p), Seq: seq, Records: crashCount(p, k),
+		Value: func(i int) []byte { return crashValue(p, k, i) }, Timestamp: time.Now().UnixMilli()})
 	if err != nil {
 		panic(err)
 	}
-	return bytes.Clone(b)
+	return b
 }
 
 func crashRaceEnabled() bool {
@@ -115,18 +109,8 @@ func TestCrashRetryingProducersChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("child process of TestCrashRetryingProducers")
 	}
-	var mu sync.Mutex
-	out := bufio.NewWriter(os.Stdout)
-	say := func(format string, args ...any) {
-		mu.Lock()
-		fmt.Fprintf(out, format+"\n", args...)
-		out.Flush()
-		mu.Unlock()
-	}
-	fail := func(format string, args ...any) {
-		say("error "+format, args...)
-		os.Exit(3)
-	}
+	rep := testutil.NewReporter()
+	say, fail := rep.Say, rep.Fail
 	fields := strings.Split(os.Getenv(crashProdNextEnv), ",")
 	if len(fields) != crashProducers {
 		fail("bad %s %q", crashProdNextEnv, os.Getenv(crashProdNextEnv))
@@ -257,40 +241,19 @@ func (st *crashProducersState) runChild(t *testing.T, dir string, round int, see
 		roundStart[p] = len(st.acked[p])
 		next[p-1] = strconv.Itoa(roundStart[p])
 	}
-	child := childproc.Start(t, "TestCrashRetryingProducersChild", crashProdDirEnv+"="+dir,
+	child := testutil.StartChild(t, "TestCrashRetryingProducersChild", crashProdDirEnv+"="+dir,
 		crashProdNextEnv+"="+strings.Join(next[:], ","),
 		crashProdSeedEnv+"="+strconv.FormatUint(seed, 10))
-	lines := child.Lines
 	fatal := func(format string, args ...any) {
 		t.Helper()
 		child.Abort()
 		t.Fatalf("round %d: "+format, append([]any{round}, args...)...)
 	}
-	var kill <-chan time.Time
-	guard := time.After(time.Minute)
 	var answered [crashProducers + 1]bool
 	st.rounds++
-	for done := false; !done; {
-		var line string
-		var ok bool
-		select {
-		case line, ok = <-lines:
-			if !ok {
-				done = true
-				continue
-			}
-		case <-kill:
-			child.Kill()
-			kill = nil
-			continue
-		case <-guard:
-			fatal("child neither ready nor killed after a minute")
-		}
+	res := child.Watch(t, fmt.Sprintf("round %d", round), testutil.Watch{KillAfter: delay, Line: func(f []string) error {
+		line := strings.Join(f, " ")
 		switch {
-		case line == "ready":
-			kill = time.After(delay)
-		case strings.HasPrefix(line, "error"):
-			fatal("child: %s", line)
 		case strings.HasPrefix(line, "oos "):
 			var p, k int
 			if _, err := fmt.Sscanf(line, "oos %d %d", &p, &k); err != nil || p < 1 || p > crashProducers {
@@ -353,9 +316,10 @@ func (st *crashProducersState) runChild(t *testing.T, dir string, round int, see
 				fatal("producer %d: %s answer for batch %d, expected batch %d", p, kind, k, len(acked))
 			}
 		}
-	}
-	if killed, err := child.Wait(); !killed {
-		t.Fatalf("round %d: child did not die by SIGKILL: %v", round, err)
+		return nil
+	}})
+	if !res.SIGKILLed {
+		t.Fatalf("round %d: child did not die by SIGKILL: %v", round, res.Err)
 	}
 }
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemlog/idemlog/internal/childproc"
+	"github.com/idemlog/idemlog/internal/testutil"
 )
 
 const (
@@ -29,22 +29,9 @@ func TestCreateTopicCrash(t *testing.T) {
 	for step, want := range map[string]int{"synced": 0, "intent": 3, "renamed one": 3} {
 		t.Run(step, func(t *testing.T) {
 			dir := t.TempDir()
-			child := childproc.Start(t, "TestCreateTopicCrashChild", createCrashDirEnv+"="+dir, createCrashStepEnv+"="+step)
-			select {
-			case line, ok := <-child.Lines:
-				if !ok || line != "at "+step {
-					child.Abort()
-					t.Fatalf("child: %q", line)
-				}
-				child.Kill()
-			case <-time.After(time.Minute):
-				child.Abort()
-				t.Fatal("the child did not reach the step in a minute")
-			}
-			for range child.Lines {
-			}
-			if killed, err := child.Wait(); !killed {
-				t.Fatalf("the child was not killed: %v", err)
+			child := testutil.StartChild(t, "TestCreateTopicCrashChild", createCrashDirEnv+"="+dir, createCrashStepEnv+"="+step)
+			if res := child.Watch(t, step, killAtStep(child, step)); !res.Killed {
+				t.Fatalf("the child was not killed at its step: %v", res.Err)
 			}
 			e := openEngine(t, dir, Options{})
 			defer e.Close()
@@ -71,6 +58,19 @@ func TestCreateTopicCrash(t *testing.T) {
 			}
 		})
 	}
+}
+
+// killAtStep watches a child that says "at STEP" when it reaches a step
+// and waits there: the parent kills it at once; any other line fails the
+// test.
+func killAtStep(child *testutil.Child, step string) testutil.Watch {
+	return testutil.Watch{Line: func(f []string) error {
+		if line := strings.Join(f, " "); line != "at "+step {
+			return fmt.Errorf("child said %q, want %q", line, "at "+step)
+		}
+		child.Kill()
+		return nil
+	}}
 }
 
 func TestCreateTopicCrashChild(t *testing.T) {

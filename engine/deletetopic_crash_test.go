@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemlog/idemlog/internal/childproc"
+	"github.com/idemlog/idemlog/internal/testutil"
 )
 
 const (
@@ -37,33 +37,10 @@ func TestDeleteTopicCrash(t *testing.T) {
 		for _, step := range []string{"intent", "tombstones", "renames", "returned"} {
 			t.Run(policy+"/"+step, func(t *testing.T) {
 				dir := t.TempDir()
-				child := childproc.Start(t, "TestDeleteTopicCrashChild",
+				child := testutil.StartChild(t, "TestDeleteTopicCrashChild",
 					deleteCrashDirEnv+"="+dir, deleteCrashStepEnv+"="+step, deleteCrashPolicyEnv+"="+policy)
-				guard := time.After(time.Minute)
-			wait:
-				for {
-					select {
-					case line, ok := <-child.Lines:
-						switch {
-						case !ok:
-							child.Abort()
-							t.Fatal("the child ended without reaching the step")
-						case line == "at "+step:
-							child.Kill()
-							break wait
-						default:
-							child.Abort()
-							t.Fatalf("child: %s", line)
-						}
-					case <-guard:
-						child.Abort()
-						t.Fatal("the child did not reach the step in a minute")
-					}
-				}
-				for range child.Lines {
-				}
-				if killed, err := child.Wait(); !killed {
-					t.Fatalf("the child was not killed: %v", err)
+				if res := child.Watch(t, step, killAtStep(child, step)); !res.Killed {
+					t.Fatalf("the child was not killed at its step: %v", res.Err)
 				}
 				opts := powerLossOptions(t, policy)
 				e := openEngine(t, dir, opts)

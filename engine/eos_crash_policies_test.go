@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -16,7 +15,7 @@ import (
 	"time"
 
 	"github.com/idemlog/idemlog/batch"
-	"github.com/idemlog/idemlog/internal/childproc"
+	"github.com/idemlog/idemlog/internal/testutil"
 	"github.com/idemlog/idemlog/partition"
 	"github.com/idemlog/idemlog/segment"
 )
@@ -173,18 +172,8 @@ func TestEOSCrashesUnderSyncPoliciesChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("child process of TestEOSCrashesUnderSyncPolicies")
 	}
-	var mu sync.Mutex
-	w := bufio.NewWriter(os.Stdout)
-	say := func(format string, args ...any) {
-		mu.Lock()
-		fmt.Fprintf(w, format+"\n", args...)
-		w.Flush()
-		mu.Unlock()
-	}
-	fail := func(format string, args ...any) {
-		say("error "+format, args...)
-		os.Exit(3)
-	}
+	rep := testutil.NewReporter()
+	say, fail := rep.Say, rep.Fail
 	die := func() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL); select {} }
 	seed, _ := strconv.ParseUint(os.Getenv(policyCrashSeedEnv), 10, 64)
 	clockKill, _ := strconv.ParseInt(os.Getenv(policyCrashClockEnv), 10, 64)
@@ -452,35 +441,15 @@ func policyCrashRun(t *testing.T, policy string) {
 
 func (st *policyCrashState) runChild(t *testing.T, round int, env []string, delay time.Duration) {
 	t.Helper()
-	child := childproc.Start(t, "TestEOSCrashesUnderSyncPoliciesChild", env...)
+	child := testutil.StartChild(t, "TestEOSCrashesUnderSyncPoliciesChild", env...)
 	fatal := func(format string, args ...any) {
 		t.Helper()
 		child.Abort()
 		t.Fatalf("round %d (%v): "+format, append([]any{round, env[:len(env)-4]}, args...)...)
 	}
-	var kill <-chan time.Time
-	guard := time.After(time.Minute)
 	done := false
-	for eof := false; !eof; {
-		var line string
-		var ok bool
-		select {
-		case line, ok = <-child.Lines:
-			if !ok {
-				eof = true
-				continue
-			}
-		case <-kill:
-			child.Kill()
-			kill = nil
-			continue
-		case <-guard:
-			fatal("child still running after a minute")
-		}
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
+	res := child.Watch(t, fmt.Sprintf("round %d (%v)", round, env[:len(env)-4]), testutil.Watch{KillAfter: delay, Line: func(f []string) error {
+		line := strings.Join(f, " ")
 		num := func(i int) int64 {
 			if i >= len(f) {
 				fatal("bad child line %q", line)
@@ -492,12 +461,6 @@ func (st *policyCrashState) runChild(t *testing.T, round int, env []string, dela
 			return n
 		}
 		switch f[0] {
-		case "ready":
-			if delay > 0 {
-				kill = time.After(delay)
-			}
-		case "error":
-			fatal("child: %s", line)
 		case "start":
 			st.starts++
 			for p := range policyCrashInParts {
@@ -526,14 +489,14 @@ func (st *policyCrashState) runChild(t *testing.T, round int, env []string, dela
 				st.finished = round
 			}
 		}
-	}
-	sigkilled, err := child.Wait()
+		return nil
+	}})
 	switch {
-	case sigkilled && !done:
+	case res.SIGKILLed && !done:
 		st.kills++
-	case done && (err == nil || sigkilled):
+	case done && (res.Err == nil || res.SIGKILLed):
 	default:
-		t.Fatalf("round %d: child exited (%v) without finishing", round, err)
+		t.Fatalf("round %d: child exited (%v) without finishing", round, res.Err)
 	}
 	st.durable = st.ackEnd
 }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -16,7 +15,7 @@ import (
 	"time"
 
 	"github.com/idemlog/idemlog/batch"
-	"github.com/idemlog/idemlog/internal/childproc"
+	"github.com/idemlog/idemlog/internal/testutil"
 	"github.com/idemlog/idemlog/producer"
 )
 
@@ -60,18 +59,8 @@ func TestEOSPipelineCrashesChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("child process of TestEOSPipelineCrashes")
 	}
-	var mu sync.Mutex
-	w := bufio.NewWriter(os.Stdout)
-	say := func(format string, args ...any) {
-		mu.Lock()
-		fmt.Fprintf(w, format+"\n", args...)
-		w.Flush()
-		mu.Unlock()
-	}
-	fail := func(format string, args ...any) {
-		say("error "+format, args...)
-		os.Exit(3)
-	}
+	rep := testutil.NewReporter()
+	say, fail := rep.Say, rep.Fail
 	seed, _ := strconv.ParseUint(os.Getenv(eosCrashSeedEnv), 10, 64)
 	e, err := Open(dir, crashEngineOptions())
 	if err != nil {
@@ -298,39 +287,18 @@ func TestEOSPipelineCrashes(t *testing.T) {
 // is ready (unless it finishes first), else it must finish.
 func (st *eosCrashState) runChild(t *testing.T, dir string, round int, seed uint64, delay time.Duration) {
 	t.Helper()
-	child := childproc.Start(t, "TestEOSPipelineCrashesChild", eosCrashDirEnv+"="+dir,
+	child := testutil.StartChild(t, "TestEOSPipelineCrashesChild", eosCrashDirEnv+"="+dir,
 		eosCrashSeedEnv+"="+strconv.FormatUint(seed, 10),
 		"GORACE=halt_on_error=1")
-	lines := child.Lines
 	fatal := func(format string, args ...any) {
 		t.Helper()
 		child.Abort()
 		t.Fatalf("round %d: "+format, append([]any{round}, args...)...)
 	}
-	var kill <-chan time.Time
-	guard := time.After(2 * time.Minute)
-	killed, done := false, false
+	done := false
 	st.ran++
-	for eof := false; !eof; {
-		var line string
-		var ok bool
-		select {
-		case line, ok = <-lines:
-			if !ok {
-				eof = true
-				continue
-			}
-		case <-kill:
-			child.Kill()
-			killed, kill = true, nil
-			continue
-		case <-guard:
-			fatal("child still running after two minutes")
-		}
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
+	res := child.Watch(t, fmt.Sprintf("round %d", round), testutil.Watch{KillAfter: delay, Guard: 2 * time.Minute, Line: func(f []string) error {
+		line := strings.Join(f, " ")
 		num := func(i int) int64 {
 			if i >= len(f) {
 				fatal("bad child line %q", line)
@@ -342,12 +310,6 @@ func (st *eosCrashState) runChild(t *testing.T, dir string, round int, seed uint
 			return n
 		}
 		switch f[0] {
-		case "ready":
-			if delay > 0 {
-				kill = time.After(delay)
-			}
-		case "error":
-			fatal("child: %s", line)
 		case "start":
 			st.starts++
 			if off := num(2); off < st.durable || off > eosCrashRecords {
@@ -377,15 +339,14 @@ func (st *eosCrashState) runChild(t *testing.T, dir string, round int, seed uint
 				st.finished = round
 			}
 		}
-	}
-	diedKilled, err := child.Wait()
-	sigkilled := killed && diedKilled
+		return nil
+	}})
 	switch {
-	case sigkilled && !done:
+	case res.Killed && !done:
 		st.kills++
-	case done && (err == nil || sigkilled): // killed, if at all, after the end
+	case done && (res.Err == nil || res.Killed): // killed, if at all, after the end
 	default:
-		t.Fatalf("round %d: child exited (%v) without finishing", round, err)
+		t.Fatalf("round %d: child exited (%v) without finishing", round, res.Err)
 	}
 	st.durable = st.ackedEnd
 }

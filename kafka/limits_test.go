@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/idemlog/idemlog/engine"
-	"github.com/idemlog/idemlog/internal/childproc"
+	"github.com/idemlog/idemlog/internal/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -93,7 +93,7 @@ func TestServerSurvivesDescriptorExhaustion(t *testing.T) {
 			if tc.maxConns != "" {
 				env = append(env, fdChildMaxConnsEnv+"="+tc.maxConns)
 			}
-			child := childproc.Start(t, "TestServeLowDescriptorsChild", env...)
+			child := testutil.StartChild(t, "TestServeLowDescriptorsChild", env...)
 			defer child.Abort()
 			var addr string
 			for l := range child.Lines {

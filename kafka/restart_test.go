@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/idemlog/idemlog/engine"
-	"github.com/idemlog/idemlog/internal/childproc"
+	"github.com/idemlog/idemlog/internal/testutil"
 	"github.com/idemlog/idemlog/partition"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -76,12 +76,12 @@ func TestRestartUnderLoad(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	start := func() *childproc.Child {
+	start := func() *testutil.Child {
 		env := []string{"IDEMLOG_CHILD_DIR=" + dir, "IDEMLOG_CHILD_ADDR=" + addr}
 		if *restartAlways {
 			env = append(env, "IDEMLOG_CHILD_ALWAYS=1")
 		}
-		c := childproc.Start(t, "TestServeChild", env...)
+		c := testutil.StartChild(t, "TestServeChild", env...)
 		for l := range c.Lines {
 			if l == "ready" {
 				return c

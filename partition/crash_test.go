@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -13,7 +12,7 @@ import (
 	"time"
 
 	"github.com/idemlog/idemlog/batch"
-	"github.com/idemlog/idemlog/internal/childproc"
+	"github.com/idemlog/idemlog/internal/testutil"
 	"github.com/idemlog/idemlog/segment"
 )
 
@@ -27,12 +26,14 @@ const (
 	crashRetainEnv = "IDEMLOG_CRASH_RETAIN"
 )
 
-func crashOptions() Options {
+// crashOptions are the logs' options; with retain, retention recycles
+// segments (TestCrashKillRecycling).
+func crashOptions(retain bool) Options {
 	o := Options{
 		Sync:    SyncPolicy{Kind: SyncAlways},
 		Segment: segment.Options{MaxBytes: 64 << 10, IndexIntervalBytes: 1024, IndexMaxBytes: 8 << 10, ReserveAhead: 16 << 10},
 	}
-	if os.Getenv(crashRetainEnv) != "" {
+	if retain {
 		// Retention keeps about four segments, so nearly every roll
 		// takes a recycled file (segment.Recycle), which needs segments
 		// of large batches (crashBatch).
@@ -46,8 +47,8 @@ func crashOptions() Options {
 
 // crashBatch is the batch with identity id: the parent regenerates it to
 // check what the child acknowledged, byte for byte.
-func crashBatch(t testing.TB, id int) []byte {
-	if os.Getenv(crashRetainEnv) != "" {
+func crashBatch(t testing.TB, id int, retain bool) []byte {
+	if retain {
 		return makeBatch(t, id, 1+id%3, 30000+id%300*100, int64(id))
 	}
 	return makeBatch(t, id, 1+id%3, 20+id%300, int64(id))
@@ -62,29 +63,23 @@ func TestCrashChild(t *testing.T) {
 	}
 	round := 0
 	fmt.Sscan(os.Getenv("IDEMLOG_CRASH_ROUND"), &round)
-	l, err := Open(dir, crashOptions())
+	rep := testutil.NewReporter()
+	retain := os.Getenv(crashRetainEnv) != ""
+	l, err := Open(dir, crashOptions(retain))
 	if err != nil {
-		fmt.Printf("error %v\n", err)
-		os.Exit(3)
+		rep.Fail("%v", err)
 	}
-	var mu sync.Mutex
-	out := bufio.NewWriter(os.Stdout)
-	fmt.Fprintln(out, "ready")
-	out.Flush()
-	if os.Getenv(crashRetainEnv) != "" {
+	rep.Say("ready")
+	if retain {
 		go func() {
 			var reported int64
 			for {
 				if _, err := l.ApplyRetention(); err != nil {
-					fmt.Printf("error %v\n", err)
-					os.Exit(3)
+					rep.Fail("%v", err)
 				}
 				if n := l.Recycled(); n > reported {
 					reported = n
-					mu.Lock()
-					fmt.Fprintf(out, "recycled %d\n", n)
-					out.Flush()
-					mu.Unlock()
+					rep.Say("recycled %d", n)
 				}
 				time.Sleep(2 * time.Millisecond)
 			}
@@ -97,15 +92,11 @@ func TestCrashChild(t *testing.T) {
 			defer wg.Done()
 			for k := 0; ; k++ {
 				id := round*1_000_000 + w*100_000 + k
-				res, err := l.Append(crashBatch(t, id))
+				res, err := l.Append(crashBatch(t, id, retain))
 				if err != nil {
-					fmt.Printf("error %v\n", err)
-					os.Exit(3)
+					rep.Fail("%v", err)
 				}
-				mu.Lock()
-				fmt.Fprintf(out, "ack %d %d %d\n", res.BaseOffset, res.LastOffset, id)
-				out.Flush()
-				mu.Unlock()
+				rep.Say("ack %d %d %d", res.BaseOffset, res.LastOffset, id)
 			}
 		}()
 	}
@@ -129,7 +120,7 @@ func TestCrashKill(t *testing.T) {
 	if testing.Short() {
 		rounds = 5
 	}
-	crashKill(t, rounds)
+	crashKill(t, rounds, false)
 }
 
 // TestCrashKillRecycling is TestCrashKill with retention deleting
@@ -143,31 +134,30 @@ func TestCrashKillRecycling(t *testing.T) {
 	if !segment.ZeroFillSupported {
 		t.Skip("recycling follows zero fills, Linux only")
 	}
-	t.Setenv(crashRetainEnv, "1")
 	rounds := *crashRecycleRounds
 	if testing.Short() {
 		rounds = 5
 	}
-	if recycled := crashKill(t, rounds); recycled == 0 {
+	if recycled := crashKill(t, rounds, true); recycled == 0 {
 		t.Fatal("no segment file was recycled in any round")
 	}
 }
 
-// crashKill runs the rounds and returns the recycled files the children
-// reported.
-func crashKill(t *testing.T, rounds int) (recycled int) {
+// crashKill runs the rounds (with retain, retention recycling segments)
+// and returns the recycled files the children reported.
+func crashKill(t *testing.T, rounds int, retain bool) (recycled int) {
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	var acked []ack
 	for round := 1; round <= rounds; round++ {
-		acks, n := runCrashChild(t, dir, round, time.Duration(5+rng.IntN(120))*time.Millisecond)
+		acks, n := runCrashChild(t, dir, round, retain, time.Duration(5+rng.IntN(120))*time.Millisecond)
 		acked = append(acked, acks...)
 		recycled += n
-		l, err := Open(dir, crashOptions())
+		l, err := Open(dir, crashOptions(retain))
 		if err != nil {
 			t.Fatalf("round %d: reopen: %v", round, err)
 		}
-		checkAcked(t, l, acked, round)
+		checkAcked(t, l, acked, round, retain)
 		if err := l.Close(); err != nil {
 			t.Fatalf("round %d: close: %v", round, err)
 		}
@@ -182,49 +172,55 @@ func crashKill(t *testing.T, rounds int) (recycled int) {
 	return recycled
 }
 
-// crashMinAcks is how many acknowledgements a child gives before its kill.
-const crashMinAcks = 8
+// crashMinAcks is how many acknowledgements a child gives before its
+// kill; crashRetainMinAcks with retention recycling, whose child must
+// write past the retained bytes and roll again within its life (about
+// 90 KiB a batch, 1 MiB segments) for a recycled file to be taken: a
+// recycled file is handed over in memory, so a kill loses it.
+const (
+	crashMinAcks       = 8
+	crashRetainMinAcks = 32
+)
 
-func runCrashChild(t *testing.T, dir string, round int, after time.Duration) (acks []ack, recycled int) {
-	child := childproc.Start(t, "TestCrashChild", crashDirEnv+"="+dir, fmt.Sprintf("IDEMLOG_CRASH_ROUND=%d", round))
-	lines := child.Lines
-	var timer <-chan time.Time
-	for line := range lines {
-		switch {
-		case line == "ready":
-			timer = time.After(after)
-		case strings.HasPrefix(line, "ack "):
-			var a ack
-			if _, err := fmt.Sscanf(line, "ack %d %d %d", &a.base, &a.last, &a.id); err != nil {
-				t.Fatalf("bad child line %q", line)
-			}
-			acks = append(acks, a)
-		case strings.HasPrefix(line, "recycled "):
-			fmt.Sscanf(line, "recycled %d", &recycled)
-		case strings.HasPrefix(line, "error"):
-			t.Fatalf("round %d: child: %s", round, line)
-		}
-		select {
-		case <-timer:
-			if len(acks) < crashMinAcks {
-				// On a loaded machine the delay can pass before the child
-				// appended anything: retention, and so recycling, then
-				// never gets its turn in any round.
-				timer = time.After(time.Millisecond)
-				break
-			}
-			child.Kill()
-			timer = nil
-		default:
-		}
+func runCrashChild(t *testing.T, dir string, round int, retain bool, after time.Duration) (acks []ack, recycled int) {
+	env := []string{crashDirEnv + "=" + dir, fmt.Sprintf("IDEMLOG_CRASH_ROUND=%d", round)}
+	if retain {
+		env = append(env, crashRetainEnv+"=1")
 	}
-	if killed, err := child.Wait(); !killed {
-		t.Fatalf("round %d: child did not die by SIGKILL: %v", round, err)
+	minAcks := crashMinAcks
+	if retain {
+		minAcks = crashRetainMinAcks
+	}
+	child := testutil.StartChild(t, "TestCrashChild", env...)
+	res := child.Watch(t, fmt.Sprintf("round %d", round), testutil.Watch{
+		KillAfter: after,
+		// On a loaded machine the delay can pass before the child
+		// appended anything: retention, and so recycling, then never gets
+		// its turn in any round.
+		KillWhen: func() bool { return len(acks) >= minAcks },
+		Guard:    5 * time.Minute,
+		Line: func(f []string) error {
+			line := strings.Join(f, " ")
+			switch f[0] {
+			case "ack":
+				var a ack
+				if _, err := fmt.Sscanf(line, "ack %d %d %d", &a.base, &a.last, &a.id); err != nil {
+					return fmt.Errorf("bad child line %q", line)
+				}
+				acks = append(acks, a)
+			case "recycled":
+				fmt.Sscanf(line, "recycled %d", &recycled)
+			}
+			return nil
+		},
+	})
+	if !res.Killed {
+		t.Fatalf("round %d: child did not die by the parent's SIGKILL: %v", round, res.Err)
 	}
 	return acks, recycled
 }
 
-func checkAcked(t *testing.T, l *Log, acked []ack, round int) {
+func checkAcked(t *testing.T, l *Log, acked []ack, round int, retain bool) {
 	t.Helper()
 	all := readAll(t, l)
 	byBase := make(map[int64]batch.Batch, len(all))
@@ -247,7 +243,7 @@ func checkAcked(t *testing.T, l *Log, acked []ack, round int) {
 		if !ok {
 			t.Fatalf("round %d: acknowledged batch %d at offset %d lost", round, a.id, a.base)
 		}
-		sameBatch(t, b, crashBatch(t, a.id), a.base)
+		sameBatch(t, b, crashBatch(t, a.id, retain), a.base)
 		if b.LastOffset() != a.last {
 			t.Fatalf("round %d: batch %d last offset %d, acknowledged %d", round, a.id, b.LastOffset(), a.last)
 		}

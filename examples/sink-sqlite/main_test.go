@@ -1,21 +1,19 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/engine"
+	"github.com/idemlog/idemlog/internal/testutil"
 )
 
 var (
@@ -52,50 +50,6 @@ func testConfig(dir string) config {
 	}
 }
 
-// child is a running TestServiceChild.
-type child struct {
-	cmd   *exec.Cmd
-	ready chan struct{}
-}
-
-// startChild re-executes the test binary to run TestServiceChild only, on
-// dir (the pattern of the main module's internal/childproc).
-func startChild(t *testing.T, dir string) *child {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestServiceChild$", "-test.v=false")
-	cmd.Env = append(os.Environ(), childDirEnv+"="+dir)
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &child{cmd: cmd, ready: make(chan struct{})}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if sc.Text() == "ready" {
-				close(c.ready)
-			}
-		}
-	}()
-	return c
-}
-
-// kill SIGKILLs the child and reaps it; it fails the test if the child
-// had already exited on its own (an error in the service).
-func (c *child) kill(t *testing.T) {
-	t.Helper()
-	_ = c.cmd.Process.Signal(syscall.SIGKILL)
-	err := c.cmd.Wait()
-	ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Fatalf("service exited before its SIGKILL: %v", err)
-	}
-}
-
 // TestKilledServiceAppliesOnce SIGKILLs the service (producer and sink
 // in one process) at random moments, kill.runs times, then lets a last
 // run apply what is left, and checks the database against the log: the
@@ -110,15 +64,14 @@ func TestKilledServiceAppliesOnce(t *testing.T) {
 	growing := 0
 	var last int64
 	for run := range *killRuns {
-		c := startChild(t, dir)
-		select {
-		case <-c.ready:
-		case <-time.After(30 * time.Second):
-			c.kill(t)
-			t.Fatalf("run %d: the service did not start", run)
+		// The service lives a random time after it is ready, up to
+		// kill.max-delay; one that exits before its SIGKILL (an error in
+		// the service) fails the test.
+		delay := max(time.Duration(rng.Int64N(int64(*killMaxDelay)+1)), time.Nanosecond)
+		c := testutil.StartChild(t, "TestServiceChild", childDirEnv+"="+dir)
+		if res := c.Watch(t, fmt.Sprintf("run %d", run), testutil.Watch{KillAfter: delay, Guard: 30*time.Second + delay}); !res.Killed {
+			t.Fatalf("run %d: the service exited before its SIGKILL: %v", run, res.Err)
 		}
-		time.Sleep(time.Duration(rng.Int64N(int64(*killMaxDelay) + 1)))
-		c.kill(t)
 		if n := ledgerRows(t, dir); n > last {
 			growing++
 			last = n
