@@ -24,12 +24,20 @@ func idem(t testing.TB, pid int64, epoch int16, seq int32, n int, ts int64) []by
 		Value: func(i int) []byte { return []byte{byte(seq), byte(i)} }, Timestamp: ts})
 }
 
-func openEngine(t *testing.T, dir string, opts Options) *Engine {
+// openEngine opens an engine on dir with opts and closes it when the test
+// ends: a Close that fails, other than on an engine the test closed or
+// killed itself, fails the test (enginetest.Open for the packages above).
+func openEngine(t testing.TB, dir string, opts Options) *Engine {
 	t.Helper()
 	e, err := Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil && !errors.Is(err, ErrClosed) {
+			t.Errorf("cannot close engine on %s: %v", dir, err)
+		}
+	})
 	return e
 }
 

@@ -11,17 +11,14 @@ import (
 
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/engine"
+	"github.com/idemlog/idemlog/internal/testutil/enginetest"
 )
 
 // openTestEngine opens an engine in a temporary directory with topic
 // "t" of the given partitions.
 func openTestEngine(t *testing.T, partitions int) *engine.Engine {
 	t.Helper()
-	e, err := engine.Open(t.TempDir(), engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
+	e := enginetest.Open(t, "", engine.Options{})
 	if err := e.CreateTopic("t", partitions); err != nil {
 		t.Fatal(err)
 	}
