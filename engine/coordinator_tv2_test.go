@@ -36,13 +36,9 @@ func logBatches(t *testing.T, p *Partition) []loggedBatch {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for data := ch.Data; len(data) > 0; {
-			n, err := batch.Size(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b := batch.Batch(data[:n])
-			data = data[n:]
+		batches := batch.NewIter(ch.Data)
+		for batches.Next() {
+			b := batches.Batch()
 			lb := loggedBatch{offset: b.BaseOffset(), pid: b.ProducerID(), epoch: b.ProducerEpoch(), seq: b.BaseSequence(), control: b.IsControl()}
 			if lb.control {
 				ctl, err := b.Control()
@@ -52,6 +48,9 @@ func logBatches(t *testing.T, p *Partition) []loggedBatch {
 				lb.commit = ctl.Type == batch.ControlCommit
 			}
 			out = append(out, lb)
+		}
+		if err := batches.Err(); err != nil {
+			t.Fatal(err)
 		}
 		off = ch.NextOffset
 		ch.Release()

@@ -992,13 +992,9 @@ func (s *crashModelState) fullCheck() {
 				c.Release()
 				s.fatalf("read %d at %d: nothing below high watermark %d", p, off, m.leo)
 			}
-			for data := c.Data; len(data) > 0; {
-				n, err := batch.Size(data)
-				if err != nil {
-					s.fatalf("read %d at %d: %v", p, off, err)
-				}
-				b := batch.Batch(data[:n])
-				data = data[n:]
+			batches := batch.NewIter(c.Data)
+			for batches.Next() {
+				b := batches.Batch()
 				if next >= 0 && b.BaseOffset() != next {
 					s.fatalf("%s-%d: batch at %d follows one ending at %d", crashModelTopic, p, b.BaseOffset(), next-1)
 				}
@@ -1035,6 +1031,9 @@ func (s *crashModelState) fullCheck() {
 				if it.Err() != nil || i != len(mb.ids) {
 					s.fatalf("%s-%d: batch at %d has %d records (%v), model %d", crashModelTopic, p, b.BaseOffset(), i, it.Err(), len(mb.ids))
 				}
+			}
+			if err := batches.Err(); err != nil {
+				s.fatalf("read %d at %d: %v", p, off, err)
 			}
 			off = c.NextOffset
 			c.Release()

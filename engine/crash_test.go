@@ -363,16 +363,12 @@ func (st *crashProducersState) checkLog(t *testing.T, dir string) {
 			if c.NextOffset <= next {
 				t.Fatalf("partition %d: Read(%d) made no progress", idx, next)
 			}
-			for data := c.Data; len(data) > 0; {
-				n, err := batch.Size(data)
+			batches := batch.NewIter(c.Data)
+			for batches.Next() {
+				b, err := batch.Parse(batches.Batch())
 				if err != nil {
 					t.Fatalf("partition %d: batch at %d: %v", idx, next, err)
 				}
-				b, err := batch.Parse(data[:n])
-				if err != nil {
-					t.Fatalf("partition %d: batch at %d: %v", idx, next, err)
-				}
-				data = data[n:]
 				if b.BaseOffset() != next {
 					t.Fatalf("partition %d: offsets not dense: batch at %d, expected %d", idx, b.BaseOffset(), next)
 				}
@@ -416,6 +412,9 @@ func (st *crashProducersState) checkLog(t *testing.T, dir string) {
 				at[p] = append(at[p], o)
 				found[p]++
 				records += i
+			}
+			if err := batches.Err(); err != nil {
+				t.Fatalf("partition %d: batch at %d: %v", idx, next, err)
 			}
 			c.Release()
 		}

@@ -110,12 +110,9 @@ func valuesAt(t *testing.T, p *Partition, from int64) map[int64][]byte {
 		if err != nil {
 			t.Fatalf("read at %d: %v", off, err)
 		}
-		for data := c.Data; len(data) > 0; {
-			n, err := batch.Size(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			it, err := d.Records(batch.Batch(data[:n]))
+		batches := batch.NewIter(c.Data)
+		for batches.Next() {
+			it, err := d.Records(batches.Batch())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,7 +120,9 @@ func valuesAt(t *testing.T, p *Partition, from int64) map[int64][]byte {
 			for it.Next(&r) {
 				out[r.Offset] = bytes.Clone(r.Value)
 			}
-			data = data[n:]
+		}
+		if err := batches.Err(); err != nil {
+			t.Fatal(err)
 		}
 		if c.NextOffset <= off {
 			t.Fatalf("read at %d made no progress", off)

@@ -549,14 +549,9 @@ func linVerifyLog(p *Partition, recs []linRecord) []string {
 			bad("read at %d (high watermark %d): %d bytes, %v", off, l.HighWatermark(), len(data), err)
 			break
 		}
-		for len(data) > 0 {
-			n, err := batch.Size(data)
-			if err != nil {
-				bad("batch at %d: %v", off, err)
-				return problems
-			}
-			b := batch.Batch(data[:n])
-			data = data[n:]
+		batches := batch.NewIter(data)
+		for batches.Next() {
+			b := batches.Batch()
 			if b.BaseOffset() != off {
 				bad("batch at %d, want %d", b.BaseOffset(), off)
 			}
@@ -573,6 +568,10 @@ func linVerifyLog(p *Partition, recs []linRecord) []string {
 			if b.LastOffset() != r.out.Last || !bytes.Equal(b[8:12], sent[8:12]) || !bytes.Equal(b[16:], sent[16:]) {
 				bad("batch at %d is not %+v answered [%d,%d]", b.BaseOffset(), r.in, r.out.Base, r.out.Last)
 			}
+		}
+		if err := batches.Err(); err != nil {
+			bad("batch at %d: %v", off, err)
+			return problems
 		}
 		if nextOff != off {
 			bad("read's next offset %d, want %d", nextOff, off)

@@ -192,13 +192,12 @@ func TestEmptyInput(t *testing.T) {
 func positions(t *testing.T, data []byte) []int {
 	t.Helper()
 	var pos []int
-	for p := 0; p < len(data); {
-		n, err := batch.Size(data[p:])
-		if err != nil {
-			t.Fatal(err)
-		}
-		pos = append(pos, p)
-		p += n
+	it := batch.NewIter(data)
+	for it.Next() {
+		pos = append(pos, it.Pos())
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
 	}
 	return pos
 }

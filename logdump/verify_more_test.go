@@ -90,17 +90,12 @@ func verifyTestBatches(t *testing.T, path string) (data []byte, pos []int, bs []
 	if err != nil {
 		t.Fatal(err)
 	}
-	for p := 0; p < len(data); {
-		n, err := batch.Size(data[p:])
+	for it := batch.NewIter(data); it.Next(); {
+		b, err := batch.Validate(it.Batch(), 0)
 		if err != nil {
 			break
 		}
-		b, err := batch.Validate(data[p:p+n], 0)
-		if err != nil {
-			break
-		}
-		pos, bs = append(pos, p), append(bs, b)
-		p += n
+		pos, bs = append(pos, it.Pos()), append(bs, b)
 	}
 	return data, pos, bs
 }

@@ -44,13 +44,12 @@ func readAll(t testing.TB, l *Log) []batch.Batch {
 		if err != nil {
 			t.Fatalf("Read(%d): %v", off, err)
 		}
-		for p := 0; p < len(c.Data); {
-			n, err := batch.Size(c.Data[p:])
-			if err != nil {
-				t.Fatalf("chunk at %d: %v", off, err)
-			}
-			out = append(out, batch.Batch(bytes.Clone(c.Data[p:p+n])))
-			p += n
+		it := batch.NewIter(c.Data)
+		for it.Next() {
+			out = append(out, batch.Batch(bytes.Clone(it.Batch())))
+		}
+		if err := it.Err(); err != nil {
+			t.Fatalf("chunk at %d: %v", off, err)
 		}
 		if c.NextOffset <= off {
 			t.Fatalf("Read(%d) made no progress", off)

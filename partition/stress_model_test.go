@@ -223,18 +223,14 @@ func stressRun(t *testing.T, sp SyncPolicy, dv bool, seed uint64) {
 					continue
 				}
 				want := o
-				for p := 0; p < len(data); {
-					n, err := batch.Size(data[p:])
-					if err != nil {
-						t.Errorf("Read(%d): partial batch at %d: %v", o, p, err)
-						break
-					}
-					b, err := batch.Validate(data[p:p+n], 0)
+				it := batch.NewIter(data)
+				for it.Next() {
+					b, err := batch.Validate(it.Batch(), 0)
 					if err != nil {
 						t.Errorf("Read(%d): bad batch: %v", o, err)
 						break
 					}
-					if p == 0 {
+					if it.Pos() == 0 {
 						if b.BaseOffset() > o || b.LastOffset() < o {
 							t.Errorf("Read(%d) starts with batch %d..%d", o, b.BaseOffset(), b.LastOffset())
 						}
@@ -249,7 +245,9 @@ func stressRun(t *testing.T, sp SyncPolicy, dv bool, seed uint64) {
 					}
 					obs.add(t, b.BaseOffset(), b.LastOffset(), stressSum(b))
 					want = b.NextOffset()
-					p += n
+				}
+				if err := it.Err(); err != nil {
+					t.Errorf("Read(%d): partial batch at %d: %v", o, it.End(), err)
 				}
 				if next != want {
 					t.Errorf("Read(%d): next %d, batches end at %d", o, next, want)

@@ -45,10 +45,9 @@ func TestRecycledCrashImages(t *testing.T) {
 	}
 	// Which CRCs OpenSpare complemented: exactly the straddling ones.
 	straddling := 0
-	for pos, i := int64(0), 0; pos < oldSize; i++ {
-		b := batch.Batch(oldImage[pos:])
-		n := 12 + int64(binary.BigEndian.Uint32(b[8:12]))
-		b = b[:n]
+	oldBatches := batch.NewIter(oldImage[:oldSize])
+	for i := 0; oldBatches.Next(); i++ {
+		b, pos := oldBatches.Batch(), int64(oldBatches.Pos())
 		complemented := b.CRC() == ^b.ComputeCRC()
 		if headerStraddles(pos) {
 			straddling++
@@ -56,7 +55,9 @@ func TestRecycledCrashImages(t *testing.T) {
 		if complemented != headerStraddles(pos) || (!complemented && b.CRC() != b.ComputeCRC()) {
 			t.Fatalf("old batch %d at %d (straddles %v): CRC %08x, computed %08x", i, pos, headerStraddles(pos), b.CRC(), b.ComputeCRC())
 		}
-		pos += n
+	}
+	if err := oldBatches.Err(); err != nil {
+		t.Fatalf("old image: %v", err)
 	}
 	if straddling == 0 {
 		t.Fatal("no old header straddles a sector: the test proves nothing; change the seed")
@@ -116,16 +117,15 @@ func recoverNext(t *testing.T, dir string, base int64, sent []batch.Batch) int64
 	}
 	s.Publish(s.Size())
 	data := s.Read(0, s.Size())
-	for off := base; len(data) > 0; off++ {
-		n, err := batch.Size(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := batch.Batch(data[:n])
+	it := batch.NewIter(data)
+	for off := base; it.Next(); off++ {
+		got := it.Batch()
 		if i := off - base; i >= int64(len(sent)) || got.BaseOffset() != off || string(got[12:]) != string(sent[i][12:]) {
 			t.Fatalf("recovered batch at offset %d is not the one sent there", off)
 		}
-		data = data[n:]
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
 	}
 	return s.NextOffset()
 }

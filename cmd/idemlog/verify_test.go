@@ -94,13 +94,12 @@ func batchStarts(t *testing.T, path string) []int64 {
 		t.Fatal(err)
 	}
 	var starts []int64
-	for pos := 0; pos < len(data); {
-		n, err := batch.Size(data[pos:])
-		if err != nil {
-			t.Fatalf("%s at %d: %v", path, pos, err)
-		}
-		starts = append(starts, int64(pos))
-		pos += n
+	it := batch.NewIter(data)
+	for it.Next() {
+		starts = append(starts, int64(it.Pos()))
+	}
+	if err := it.Err(); err != nil {
+		t.Fatalf("%s at %d: %v", path, it.End(), err)
 	}
 	return starts
 }
