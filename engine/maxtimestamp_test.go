@@ -27,20 +27,6 @@ func setBatchMaxTimestamp(b batch.Batch, ts int64) {
 	binary.BigEndian.PutUint32(b[17:], b.ComputeCRC())
 }
 
-func storedMaxTimestamp(t *testing.T, p *Partition, off int64) batch.Batch {
-	t.Helper()
-	c, err := p.Read(off, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Release()
-	n, err := batch.Size(c.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return batch.Batch(bytes.Clone(c.Data[:n]))
-}
-
 func TestCorrectedRetryAllCodecs(t *testing.T) {
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
@@ -73,7 +59,7 @@ func TestCorrectedRetryAllCodecs(t *testing.T) {
 		if !bytes.Equal(orig, origs[len(origs)-1]) {
 			t.Errorf("%v: the caller's bytes were modified", c)
 		}
-		st := storedMaxTimestamp(t, p, res.BaseOffset)
+		st := firstBatch(t, p, res.BaseOffset)
 		if st.MaxTimestamp() != now+100 || st.CRC() != st.ComputeCRC() {
 			t.Errorf("%v: stored max %d crc ok %v", c, st.MaxTimestamp(), st.CRC() == st.ComputeCRC())
 		}
@@ -131,7 +117,7 @@ func TestEdgeTimestamps(t *testing.T) {
 				t.Errorf("case %d %v: %v", i, codec, err)
 				continue
 			}
-			st := storedMaxTimestamp(t, p, res.BaseOffset)
+			st := firstBatch(t, p, res.BaseOffset)
 			if st.MaxTimestamp() != c.want || st.CRC() != st.ComputeCRC() {
 				t.Errorf("case %d %v: max %d want %d crc ok %v", i, codec, st.MaxTimestamp(), c.want, st.CRC() == st.ComputeCRC())
 			}
@@ -183,7 +169,7 @@ func TestClientLogAppendTimeBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := storedMaxTimestamp(t, p, res.BaseOffset)
+	st := firstBatch(t, p, res.BaseOffset)
 	if st.LogAppendTime() || st.MaxTimestamp() != 500 || st.CRC() != st.ComputeCRC() {
 		t.Fatalf("stored: LogAppendTime %v max %d crc ok %v; Kafka stores CreateTime, max 500", st.LogAppendTime(), st.MaxTimestamp(), st.CRC() == st.ComputeCRC())
 	}

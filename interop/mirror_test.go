@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/idemlog/idemlog/engine"
-	"github.com/idemlog/idemlog/kafka"
+	"github.com/idemlog/idemlog/internal/testutil/enginetest"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -128,17 +128,7 @@ func (m *mirrorProc) kill() {
 // withEngineDir serves dir in-process for the duration of f.
 func withEngineDir(t *testing.T, dir string, f func(e *engine.Engine, opts []kgo.Opt)) {
 	t.Helper()
-	e, err := engine.Open(dir, engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	srv, err := kafka.New(e, kafka.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	f(e, []kgo.Opt{kgo.SeedBrokers("idemlog"), kgo.Dialer(srv.Dial)})
+	enginetest.Serve(t, dir, func(e *engine.Engine, opts ...kgo.Opt) { f(e, opts) })
 }
 
 // sourceWriter writes transactions to every partition of mirrorTopic, one

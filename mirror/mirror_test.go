@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemlog/idemlog/engine"
+	"github.com/idemlog/idemlog/internal/testutil/enginetest"
 	"github.com/idemlog/idemlog/kafka"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -24,17 +25,7 @@ import (
 // Run can open the dir.
 func withDir(t *testing.T, dir string, f func(e *engine.Engine, opts ...kgo.Opt)) {
 	t.Helper()
-	e, err := engine.Open(dir, engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	srv, err := kafka.New(e, kafka.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	f(e, kgo.SeedBrokers("idemlog"), kgo.Dialer(srv.Dial))
+	enginetest.Serve(t, dir, f)
 }
 
 func ctxT(t *testing.T) context.Context {

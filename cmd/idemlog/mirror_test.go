@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/idemlog/idemlog/engine"
-	"github.com/idemlog/idemlog/kafka"
+	"github.com/idemlog/idemlog/internal/testutil/enginetest"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -18,36 +18,28 @@ import (
 // per partition through an in-process Kafka client.
 func fillDir(t *testing.T, dir, topic string, parts, n int) {
 	t.Helper()
-	e, err := engine.Open(dir, engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	srv, err := kafka.New(e, kafka.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	if err := e.CreateTopic(topic, parts); err != nil {
-		t.Fatal(err)
-	}
-	if n == 0 {
-		return
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers("idemlog"), kgo.Dialer(srv.Dial), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for p := range parts {
-		for i := range n {
-			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: int32(p), Value: fmt.Appendf(nil, "%d-%d", p, i)}).FirstErr(); err != nil {
-				t.Fatal(err)
+	enginetest.Serve(t, dir, func(e *engine.Engine, opts ...kgo.Opt) {
+		if err := e.CreateTopic(topic, parts); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		cl, err := kgo.NewClient(append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for p := range parts {
+			for i := range n {
+				if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: int32(p), Value: fmt.Appendf(nil, "%d-%d", p, i)}).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
-	}
+	})
 }
 
 // TestMirrorJSONProgress runs the command between two data dirs with

@@ -1,7 +1,8 @@
 // Package enginetest opens engines for the tests of the packages above
-// engine (sink, mirror, kafka, the command): one opener that closes what
-// it opened. It is apart from testutil because it imports engine, which
-// engine's and partition's own tests cannot import.
+// kafka (sink, mirror, the command, interop): one opener that closes what
+// it opened, and Serve, an engine served in-process through the Kafka
+// listener. It is apart from testutil because it imports engine and
+// kafka, which their own tests (and partition's) cannot import.
 package enginetest
 
 import (
