@@ -98,6 +98,7 @@ func sameBytes(t *testing.T, what string, got, want []byte) {
 }
 
 func TestRoundTripEveryCodec(t *testing.T) {
+	t.Parallel()
 	for _, c := range allCodecs {
 		t.Run(c.String(), func(t *testing.T) {
 			recs := sampleRecords()
@@ -124,6 +125,7 @@ func TestRoundTripEveryCodec(t *testing.T) {
 }
 
 func TestSnappyRawAndXerialBothDecode(t *testing.T) {
+	t.Parallel()
 	recs := sampleRecords()
 	xerial := buildBatch(t, CodecSnappy, recs)
 	if !bytes.HasPrefix(xerial.Records(), xerialMagic) {
@@ -146,6 +148,7 @@ func TestSnappyRawAndXerialBothDecode(t *testing.T) {
 }
 
 func TestProducerFields(t *testing.T) {
+	t.Parallel()
 	b := NewBuilder(CodecNone)
 	b.SetProducer(42, 7, math.MaxInt32-1)
 	b.SetTransactional(true)
@@ -172,6 +175,7 @@ func TestProducerFields(t *testing.T) {
 }
 
 func TestSequenceArithmetic(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ base, delta, last int32 }{
 		{0, 0, 0},
 		{5, 4, 9},
@@ -203,6 +207,7 @@ func TestSequenceArithmetic(t *testing.T) {
 }
 
 func TestVarintEncodings(t *testing.T) {
+	t.Parallel()
 	known := []struct {
 		v   int32
 		enc []byte
@@ -250,6 +255,7 @@ func TestVarintEncodings(t *testing.T) {
 }
 
 func TestStampOffsetsKeepsCRC(t *testing.T) {
+	t.Parallel()
 	b := buildBatch(t, CodecLZ4, sampleRecords()[:3])
 	crc := b.CRC()
 	b.SetBaseOffset(1 << 40)
@@ -277,6 +283,7 @@ func reseal(b Batch) Batch {
 }
 
 func TestValidateRejects(t *testing.T) {
+	t.Parallel()
 	good := buildBatch(t, CodecNone, sampleRecords()[:3])
 	type mutation struct {
 		name string
@@ -344,6 +351,7 @@ func TestValidateRejects(t *testing.T) {
 }
 
 func TestValidateProduceRules(t *testing.T) {
+	t.Parallel()
 	plain := buildBatch(t, CodecNone, sampleRecords()[:2])
 	cases := []struct {
 		name string
@@ -383,6 +391,7 @@ func TestValidateProduceRules(t *testing.T) {
 }
 
 func TestMarkerLayout(t *testing.T) {
+	t.Parallel()
 	for _, typ := range []ControlType{ControlAbort, ControlCommit} {
 		m := Marker{Type: typ, ProducerID: 77, ProducerEpoch: 3, CoordinatorEpoch: 12, Timestamp: 1234}
 		prefix := []byte("prefix")
@@ -412,6 +421,7 @@ func TestMarkerLayout(t *testing.T) {
 }
 
 func TestControlShapes(t *testing.T) {
+	t.Parallel()
 	marker := func(edit func(r []byte) []byte) []byte {
 		b := AppendMarker(nil, Marker{Type: ControlCommit, ProducerID: 1})
 		recs := edit(bytes.Clone(b[HeaderSize:]))
@@ -448,6 +458,7 @@ func TestControlShapes(t *testing.T) {
 }
 
 func TestRecordIterationRejectsMalformed(t *testing.T) {
+	t.Parallel()
 	good := buildBatch(t, CodecNone, sampleRecords()[:3])
 	recStart := HeaderSize
 	cases := []struct {
@@ -487,6 +498,7 @@ func TestRecordIterationRejectsMalformed(t *testing.T) {
 }
 
 func TestInflateLimit(t *testing.T) {
+	t.Parallel()
 	zeros := make([]byte, 1<<20)
 	for _, c := range allCodecs[1:] {
 		t.Run(c.String(), func(t *testing.T) {
@@ -515,6 +527,7 @@ func TestInflateLimit(t *testing.T) {
 }
 
 func TestCorruptCompressedStream(t *testing.T) {
+	t.Parallel()
 	for _, c := range allCodecs[1:] {
 		b := buildBatch(t, c, sampleRecords()[:3])
 		recs := b.Records()
@@ -541,6 +554,7 @@ func TestCorruptCompressedStream(t *testing.T) {
 }
 
 func TestSizeWalksConcatenatedBatches(t *testing.T) {
+	t.Parallel()
 	var file []byte
 	var sizes []int
 	for i := range 5 {
@@ -558,6 +572,7 @@ func TestSizeWalksConcatenatedBatches(t *testing.T) {
 }
 
 func TestRandomRecordsRoundTrip(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for iter := 0; iter < 200; iter++ {
 		n := 1 + rng.IntN(50)

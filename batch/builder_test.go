@@ -10,6 +10,7 @@ import (
 // (the output changes with it) and every level decodes to the same
 // records; switching back to the default gives the default's bytes.
 func TestBuilderLevels(t *testing.T) {
+	t.Parallel()
 	var payload []byte
 	for i := range 2000 {
 		payload = fmt.Appendf(payload, "record %d of a batch that compresses %d\n", i, i%7)

@@ -56,6 +56,7 @@ func valuePastRecord() []byte {
 }
 
 func TestCheckRecords(t *testing.T) {
+	t.Parallel()
 	two := append(record(0, []byte("aaaaaaaaaa")), record(1, []byte("bbbbbbbbbb"))...)
 	cases := []struct {
 		name    string

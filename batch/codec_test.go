@@ -70,6 +70,7 @@ func lz4FrameOf(flg byte, blocks [][]byte, uncompressed []bool) []byte {
 // block independence ("Dependent block stream is unsupported"), so Java
 // consumers cannot read such a batch; CheckRecords must not let it in.
 func TestLZ4DependentBlocksRejected(t *testing.T) {
+	t.Parallel()
 	section := record(0, []byte("hello"))
 	// FLG: version 01, block independence NOT set, no checksums.
 	frame := lz4FrameOf(0x40, [][]byte{section}, []bool{true})
@@ -94,6 +95,7 @@ func TestLZ4DependentBlocksRejected(t *testing.T) {
 // continued in a second frame are a premature EOF. Java consumers cannot read
 // such batches, so CheckRecords must not accept them.
 func TestLZ4NonKafkaFramesRejected(t *testing.T) {
+	t.Parallel()
 	section := record(0, bytes.Repeat([]byte("a"), 100))
 	blk := make([]byte, lz4.CompressBlockBound(len(section)))
 	n, err := lz4.CompressBlock(section, blk, nil)
@@ -143,6 +145,7 @@ func TestLZ4NonKafkaFramesRejected(t *testing.T) {
 // batch whose block copies from an earlier batch's data decodes with a warm
 // Decoder and fails with a fresh one.
 func TestLZ4DecoderHistoryLeaksAcrossBatches(t *testing.T) {
+	t.Parallel()
 	section := record(0, []byte("leaked-from-the-previous-batch"))
 	// Batch A: a dependent-block frame holding section as a stored block.
 	a := sealedBatch(CodecLZ4, lz4FrameOf(0x40, [][]byte{section}, []bool{true}), 1)
@@ -179,6 +182,7 @@ func TestLZ4DecoderHistoryLeaksAcrossBatches(t *testing.T) {
 // with ErrInflateLimit, and the engine checks uncompressed batches with a
 // nil Decoder, whose limit is DefaultInflateLimit. Kafka takes the batch.
 func TestUncompressedBatchHitsInflateLimit(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds a ~95 MB batch")
 	}
@@ -210,6 +214,7 @@ func TestUncompressedBatchHitsInflateLimit(t *testing.T) {
 // limit): a small Limit refuses even a default-level Java batch, and the
 // default limit (64 MiB) refuses a level-22 one, with ErrInflateLimit.
 func TestZstdDeclaredWindow(t *testing.T) {
+	t.Parallel()
 	section := append(record(0, []byte("first")), record(1, []byte("second"))...)
 	var zb bytes.Buffer
 	w, err := zstd.NewWriter(&zb, zstd.WithEncoderConcurrency(1))

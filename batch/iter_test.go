@@ -24,6 +24,7 @@ func iterTestBatches(t testing.TB) (data []byte, starts []int) {
 }
 
 func TestIterWalksConcatenatedBatches(t *testing.T) {
+	t.Parallel()
 	data, starts := iterTestBatches(t)
 	it := NewIter(data)
 	var seen int
@@ -58,6 +59,7 @@ func TestIterWalksConcatenatedBatches(t *testing.T) {
 // A walk stops at the first batch it cannot frame, with a typed error,
 // the batches before it served and the rest left for the caller.
 func TestIterStopsAtBadFraming(t *testing.T) {
+	t.Parallel()
 	data, starts := iterTestBatches(t)
 	for _, tc := range []struct {
 		name string

@@ -10,6 +10,7 @@ import (
 // ValidateProduce, and only a CRC mismatch goes unnoticed (the caller
 // vouches for the bytes).
 func TestValidateBuilt(t *testing.T) {
+	t.Parallel()
 	bld := NewBuilder(CodecNone)
 	bld.SetProducer(1, 0, 0)
 	bld.Append(1, nil, []byte("v"), nil)
