@@ -119,6 +119,7 @@ func checkOffsetAgainstModel(t *testing.T, x *OffsetIndex, es []offEntry, r *ran
 }
 
 func TestOffsetAgainstModel(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(20) {
 		r := rand.New(rand.NewPCG(seed, 1))
 		// Sizes straddle the warm section (1024 entries).
@@ -175,6 +176,7 @@ func TestOffsetAgainstModel(t *testing.T) {
 }
 
 func TestOffsetTruncateTo(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(7, 7))
 	es := randomOffsets(r, 2000)
 	path := offsetPath(t)
@@ -227,6 +229,7 @@ func TestOffsetTruncateTo(t *testing.T) {
 }
 
 func TestOffsetAppendErrors(t *testing.T) {
+	t.Parallel()
 	x := mustOpenOffset(t, offsetPath(t), 4*OffsetEntrySize+5) // rounds down to 4 entries
 	for _, c := range []struct {
 		off, pos int64
@@ -263,6 +266,7 @@ func TestOffsetAppendErrors(t *testing.T) {
 }
 
 func TestTimeIndex(t *testing.T) {
+	t.Parallel()
 	path := timePath(t)
 	x := mustOpenTime(t, path, 5*TimeEntrySize+11) // 5 slots, 4 usable by MaybeAppend
 	if ts, off := x.LastEntry(); ts != NoTimestamp || off != testBase {
@@ -357,6 +361,7 @@ func TestTimeIndex(t *testing.T) {
 // TestTimeZeroFirstEntry covers the one genuine entry that looks like an
 // empty slot.
 func TestTimeZeroFirstEntry(t *testing.T) {
+	t.Parallel()
 	path := timePath(t)
 	x := mustOpenTime(t, path, 0)
 	if err := x.MaybeAppend(0, testBase); err != nil {
@@ -390,6 +395,7 @@ func TestTimeZeroFirstEntry(t *testing.T) {
 }
 
 func TestByteLayout(t *testing.T) {
+	t.Parallel()
 	op, tp := offsetPath(t), timePath(t)
 	o := mustOpenOffset(t, op, 3*OffsetEntrySize)
 	ti := mustOpenTime(t, tp, 3*TimeEntrySize)
@@ -429,6 +435,7 @@ func TestByteLayout(t *testing.T) {
 // every byte of it has real blocks, never a sparse extension: a full disk
 // is then an error of the append that grows it, not a SIGBUS on a store.
 func TestGrownAsFilled(t *testing.T) {
+	t.Parallel()
 	path := offsetPath(t)
 	x := mustOpenOffset(t, path, 0)
 	defer x.Close()
@@ -494,6 +501,7 @@ func timeBytes(entries ...[2]int64) []byte {
 }
 
 func TestCorrupt(t *testing.T) {
+	t.Parallel()
 	offsetCases := map[string][]byte{
 		"size not a multiple":    append(offsetBytes([2]int32{1, 100}), 0),
 		"decreasing offsets":     offsetBytes([2]int32{5, 100}, [2]int32{4, 200}),
@@ -556,6 +564,7 @@ func TestCorrupt(t *testing.T) {
 }
 
 func TestOpenErrors(t *testing.T) {
+	t.Parallel()
 	if _, err := OpenOffsetReadOnly(offsetPath(t), testBase); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing read-only = %v, want fs.ErrNotExist", err)
 	}
@@ -580,6 +589,7 @@ func TestOpenErrors(t *testing.T) {
 }
 
 func TestReadOnlyAndClosed(t *testing.T) {
+	t.Parallel()
 	path := offsetPath(t)
 	x := mustOpenOffset(t, path, 0)
 	x.Append(testBase+1, 100)
@@ -639,6 +649,7 @@ func TestReadOnlyAndClosed(t *testing.T) {
 // that each answer is the right one for some prefix between the counts it
 // saw before and after. Trim runs mid-stream, as on roll.
 func TestConcurrentReaders(t *testing.T) {
+	t.Parallel()
 	const total = 60000
 	o := mustOpenOffset(t, offsetPath(t), (total+100)*OffsetEntrySize)
 	ti := mustOpenTime(t, timePath(t), (total+100)*TimeEntrySize)
@@ -733,6 +744,7 @@ func checkAnswer(n1, n2, target, off, pos int64, offsetOf func(int64) int64) err
 // Lookup against a linear model, with enough entries to use the warm tail,
 // and TruncateTo followed by a reopen.
 func TestIndexModel(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(3, 4))
 	for round := 0; round < 20; round++ {
 		path := offsetPath(t)
