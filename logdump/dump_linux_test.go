@@ -36,6 +36,7 @@ func dumpWriteSegment(t *testing.T, dir string, base int64, data []byte) {
 // any run of zeros to the end is taken for preallocated space, whatever
 // the file.
 func TestDumpZeroTailOfSealedSegment(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "t-0")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)

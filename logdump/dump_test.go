@@ -20,6 +20,7 @@ import (
 )
 
 func TestGoldenJSON(t *testing.T) {
+	t.Parallel()
 	out, sum, err := dumpString(t, sampleBytes(t), Options{JSON: true})
 	if err != nil {
 		t.Fatalf("Dump: %v", err)
@@ -32,6 +33,7 @@ func TestGoldenJSON(t *testing.T) {
 }
 
 func TestGoldenText(t *testing.T) {
+	t.Parallel()
 	out, _, err := dumpString(t, sampleBytes(t), Options{})
 	if err != nil {
 		t.Fatalf("Dump: %v", err)
@@ -42,6 +44,7 @@ func TestGoldenText(t *testing.T) {
 // The JSON format leans on this encoding/json behaviour to tell null from
 // empty; if it ever changed, the format would silently change with it.
 func TestJSONByteEncoding(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		v    []byte
 		want string
@@ -77,6 +80,7 @@ func records(t *testing.T, m map[string]json.RawMessage) []map[string]json.RawMe
 }
 
 func TestJSONNullVersusEmpty(t *testing.T) {
+	t.Parallel()
 	out, _, err := dumpString(t, sampleBytes(t), Options{JSON: true})
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +105,7 @@ func TestJSONNullVersusEmpty(t *testing.T) {
 }
 
 func TestJSONFieldOrder(t *testing.T) {
+	t.Parallel()
 	out, _, err := dumpString(t, sampleBytes(t), Options{JSON: true})
 	if err != nil {
 		t.Fatal(err)
@@ -131,6 +136,7 @@ func TestJSONFieldOrder(t *testing.T) {
 }
 
 func TestNoRecords(t *testing.T) {
+	t.Parallel()
 	data := sampleBytes(t)
 	out, sum, err := dumpString(t, data, Options{JSON: true, NoRecords: true})
 	if err != nil {
@@ -156,6 +162,7 @@ func TestNoRecords(t *testing.T) {
 // A reader that hands over one byte at a time exercises every partial read
 // in the framing and batch reads.
 func TestOneByteReader(t *testing.T) {
+	t.Parallel()
 	data := sampleBytes(t)
 	want, _, _ := dumpString(t, data, Options{JSON: true})
 	var out bytes.Buffer
@@ -168,6 +175,7 @@ func TestOneByteReader(t *testing.T) {
 }
 
 func TestDumpFile(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	sum, err := DumpFile(&out, testdata(sampleLog), Options{})
 	if err != nil || sum.Batches != 10 {
@@ -179,6 +187,7 @@ func TestDumpFile(t *testing.T) {
 }
 
 func TestEmptyInput(t *testing.T) {
+	t.Parallel()
 	out, sum, err := dumpString(t, nil, Options{})
 	if err != nil || sum.Batches != 0 || sum.FirstCorrupt != -1 {
 		t.Fatalf("empty input: %+v, %v", sum, err)
@@ -216,6 +225,7 @@ func dumpBoth(t *testing.T, data []byte) (text, js, warn string, sum Summary, er
 }
 
 func TestCorruptCRCStillDecodes(t *testing.T) {
+	t.Parallel()
 	data := bytes.Clone(sampleBytes(t))
 	pos := positions(t, data)
 	// Batch 5 is uncompressed and ends with the value "credit 40" and a
@@ -258,6 +268,7 @@ func TestCorruptCRCStillDecodes(t *testing.T) {
 }
 
 func TestCorruptCompressedRecords(t *testing.T) {
+	t.Parallel()
 	data := bytes.Clone(sampleBytes(t))
 	pos := positions(t, data)
 	p := pos[1] // gzip
@@ -283,6 +294,7 @@ func TestCorruptCompressedRecords(t *testing.T) {
 
 // A batch whose CRC holds but whose records do not parse is still corrupt.
 func TestValidCRCBadRecords(t *testing.T) {
+	t.Parallel()
 	bld := batch.NewBuilder(batch.CodecNone)
 	bld.Append(baseTS, []byte("k"), []byte("v"), nil)
 	b, err := bld.Build()
@@ -303,6 +315,7 @@ func TestValidCRCBadRecords(t *testing.T) {
 }
 
 func TestTruncated(t *testing.T) {
+	t.Parallel()
 	full := sampleBytes(t)
 	pos := positions(t, full)
 	for _, c := range []struct {
@@ -339,6 +352,7 @@ func TestTruncated(t *testing.T) {
 }
 
 func TestImpossibleFraming(t *testing.T) {
+	t.Parallel()
 	full := sampleBytes(t)
 	pos := positions(t, full)
 	p := pos[3]
@@ -371,6 +385,7 @@ func TestImpossibleFraming(t *testing.T) {
 }
 
 func TestMaxBatchSize(t *testing.T) {
+	t.Parallel()
 	data := sampleBytes(t)
 	_, sum, err := dumpString(t, data, Options{MaxBatchSize: 200})
 	if !errors.Is(err, batch.ErrTooLarge) || sum.Batches != 4 { // batch 4 (zstd) is 327 bytes
@@ -379,6 +394,7 @@ func TestMaxBatchSize(t *testing.T) {
 }
 
 func TestMaxInflate(t *testing.T) {
+	t.Parallel()
 	_, sum, err := dumpString(t, sampleBytes(t), Options{MaxInflate: 512})
 	if !errors.Is(err, batch.ErrInflateLimit) || sum.Corrupt != 1 || sum.Batches != 10 {
 		t.Fatalf("err = %v, summary %+v", err, sum)
@@ -387,6 +403,7 @@ func TestMaxInflate(t *testing.T) {
 
 // Both corrupt batches and a torn tail: the error carries both sentinels.
 func TestCorruptThenTruncated(t *testing.T) {
+	t.Parallel()
 	data := bytes.Clone(sampleBytes(t))
 	pos := positions(t, data)
 	data[pos[1]+30] ^= 1
@@ -419,6 +436,7 @@ func TestTornLengthIsNotAllocated(t *testing.T) {
 }
 
 func TestGarbage(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 200 {
 		data := make([]byte, 1+rng.IntN(4096))
@@ -442,6 +460,7 @@ func TestGarbage(t *testing.T) {
 // Flipping every byte of the sample in turn must never panic, and every
 // flip outside the uncovered leader epoch and base offset must be noticed.
 func TestEveryByteFlipped(t *testing.T) {
+	t.Parallel()
 	full := sampleBytes(t)
 	pos := positions(t, full)
 	uncovered := map[int]bool{}
@@ -477,6 +496,7 @@ func (w *failWriter) Write(p []byte) (int, error) {
 }
 
 func TestWriteError(t *testing.T) {
+	t.Parallel()
 	big := bytes.Repeat(sampleBytes(t), 100) // more than the output buffer
 	for _, opts := range []Options{{}, {JSON: true}} {
 		_, err := Dump(&failWriter{n: 1000}, sampleName, bytes.NewReader(big), opts)
@@ -487,6 +507,7 @@ func TestWriteError(t *testing.T) {
 }
 
 func TestReadError(t *testing.T) {
+	t.Parallel()
 	r := io.MultiReader(bytes.NewReader(sampleBytes(t)[:100]), iotest.ErrReader(errors.New("bad sector")))
 	_, err := Dump(io.Discard, sampleName, bufio.NewReader(r), Options{})
 	if err == nil || !strings.Contains(err.Error(), "bad sector") || !strings.Contains(err.Error(), "position 0") {

@@ -47,6 +47,7 @@ func dumpIndex(t *testing.T, path string) (text, js, warn string, err error) {
 }
 
 func TestDumpOffsetIndex(t *testing.T) {
+	t.Parallel()
 	const name = "00000000000000001000.index"
 	// Three entries, then the zeros of a preallocated index never trimmed.
 	data := append(offsetEntries(5, 100, 9, 300, 20, 700), make([]byte, 24)...)
@@ -66,6 +67,7 @@ func TestDumpOffsetIndex(t *testing.T) {
 }
 
 func TestDumpTimeIndex(t *testing.T) {
+	t.Parallel()
 	const name = "00000000000000000042.timeindex"
 	for _, c := range []struct {
 		data     []byte
@@ -103,6 +105,7 @@ func TestDumpTimeIndex(t *testing.T) {
 }
 
 func TestDumpBadIndex(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, why string
 		data      []byte
@@ -135,6 +138,7 @@ func TestDumpBadIndex(t *testing.T) {
 }
 
 func TestDumpDir(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	sample := sampleBytes(t)
 	// Named out of lexical order only by the stray, which comes last.
@@ -180,6 +184,7 @@ func TestDumpDir(t *testing.T) {
 // position; a negative one (a garbage index) must be reported as a bad
 // entry, whichever entry it is.
 func TestIndexNegativePosition(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "00000000000000000100.index")
 	idx := make([]byte, 16)
 	binary.BigEndian.PutUint32(idx[0:], 5)

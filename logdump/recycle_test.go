@@ -72,6 +72,7 @@ func recycledLog(t *testing.T, next int64) string {
 // fails when they fall short of it, since then the tail may be data lost
 // in a torn write.
 func TestVerifyRecycledTail(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	sum, err := Verify(&out, recycledLog(t, 103), VerifyOptions{})
 	if err != nil || sum.Batches != 5 || sum.Notes == 0 || !bytes.Contains(out.Bytes(), []byte("older segment")) {

@@ -149,6 +149,7 @@ func dumpString(t testing.TB, data []byte, opts Options) (string, Summary, error
 // committed file: the bytes of compressed batches may legitimately differ
 // between compressor versions, so the comparison is on the decoded JSON.
 func TestGenerateSample(t *testing.T) {
+	t.Parallel()
 	a, b := buildSample(t), buildSample(t)
 	if !bytes.Equal(a, b) {
 		t.Fatal("sample generation is not deterministic")

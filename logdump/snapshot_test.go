@@ -17,6 +17,7 @@ import (
 // taken for segments ("unsupported batch magic"), in text and JSON, with
 // what their own readers (producer.ParseSnapshot, txnindex.ReadFile) see.
 func TestDumpSnapshotAndTxnIndex(t *testing.T) {
+	t.Parallel()
 	data := verifyTestEngine(t, false)
 	pdir := filepath.Join(data, "t-0")
 	snaps, _ := filepath.Glob(filepath.Join(pdir, "*.snapshot"))

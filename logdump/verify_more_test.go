@@ -106,6 +106,7 @@ func verifyTestBatches(t *testing.T, path string) (data []byte, pos []int, bs []
 // a COMMIT marker makes read_committed consumers drop a committed
 // transaction; verify passes it.
 func TestVerifyTxnIndexOnCommitMarker(t *testing.T) {
+	t.Parallel()
 	data := verifyTestEngine(t, false)
 	// Every segment has a .txnindex; one holds the aborted transaction.
 	all, _ := filepath.Glob(filepath.Join(data, "t-0", "*.txnindex"))
@@ -150,6 +151,7 @@ func TestVerifyTxnIndexOnCommitMarker(t *testing.T) {
 // of a partition (a backup, a read-only mount, a 0444 file for a
 // non-root user), and inotify sees the file closed after a write open.
 func TestVerifyOpensNothingForWriting(t *testing.T) {
+	t.Parallel()
 	data := verifyTestEngine(t, false)
 	part := filepath.Join(data, "t-0")
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
@@ -191,6 +193,7 @@ func TestVerifyOpensNothingForWriting(t *testing.T) {
 // only because "opening the partition recovers" it, passes the gap as a
 // compaction gap: exit 0 for a directory whose open then drops a batch.
 func TestVerifyGapInCrashedActiveSegment(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "t-0")
 	opts := partition.Options{Segment: segment.Options{MaxBytes: 1 << 20, IndexIntervalBytes: 1 << 20}}
 	l, err := partition.Open(dir, opts)
@@ -275,6 +278,7 @@ func verifyTimePartition(t *testing.T) string {
 // checks the entries' order and offsets but not their timestamps against
 // the batches, and passes it.
 func TestVerifyTimeIndexTimestamp(t *testing.T) {
+	t.Parallel()
 	dir := verifyTimePartition(t)
 	tix := filepath.Join(dir, "00000000000000000000.timeindex")
 	raw, err := os.ReadFile(tix)
@@ -305,6 +309,7 @@ func TestVerifyTimeIndexTimestamp(t *testing.T) {
 // as a batch "smaller than its header" and exits 1: every partition of a
 // running or crashed engine dumps as corrupt.
 func TestDumpCrashedPartition(t *testing.T) {
+	t.Parallel()
 	data := verifyTestEngine(t, true)
 	part := filepath.Join(data, "t-0")
 	var vout bytes.Buffer

@@ -12,6 +12,7 @@ import (
 // and passes, for the data dir and for the partition directory alike,
 // while a data dir with no partition at all still fails.
 func TestVerifyPartitionWithoutSegments(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	for _, name := range []string{"t-0", "t-1"} {
 		dir := filepath.Join(data, name)
