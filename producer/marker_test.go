@@ -8,6 +8,7 @@ import (
 )
 
 func TestMarkerClosesTransaction(t *testing.T) {
+	t.Parallel()
 	var l producerLog
 	first := mustAppend(t, &l, mk(t, 1, 0, 0, 2, true))
 	mustAppend(t, &l, mk(t, 1, 0, 2, 1, true))
@@ -35,6 +36,7 @@ func TestMarkerClosesTransaction(t *testing.T) {
 }
 
 func TestMarkerFences(t *testing.T) {
+	t.Parallel()
 	var l producerLog
 	mustAppend(t, &l, mk(t, 1, 4, 0, 2, true))
 	// A marker below the producer's epoch is refused.
@@ -58,6 +60,7 @@ func TestMarkerFences(t *testing.T) {
 }
 
 func TestStrictMarkerEpochs(t *testing.T) {
+	t.Parallel()
 	var l producerLog
 	mustAppend(t, &l, mk(t, 1, 2, 0, 1, true))
 	// TV2: ending an open transaction needs the bumped epoch.

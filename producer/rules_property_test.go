@@ -53,6 +53,7 @@ func checkInKafkaOrder(s *pidtable.State, b batch.Batch) (Duplicate, bool, error
 // candidates (retries of cached batches, the next batch, gaps, overlaps,
 // other epochs), Check gives the same verdict as the Kafka-ordered check.
 func TestCheckMatchesKafkaOrder(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(7, 11))
 	starts := []int32{0, 1000, math.MaxInt32 - 40, math.MaxInt32 - 3}
 	for round := range 3000 {

@@ -77,6 +77,7 @@ func expect(t *testing.T, l *producerLog, b batch.Batch, want error, code int16)
 }
 
 func TestUnknownProducerAcceptsAnySequence(t *testing.T) {
+	t.Parallel()
 	for _, seq := range []int32{0, 17, math.MaxInt32} {
 		for _, epoch := range []int16{0, 5} {
 			var l producerLog
@@ -86,6 +87,7 @@ func TestUnknownProducerAcceptsAnySequence(t *testing.T) {
 }
 
 func TestInOrderGapAndOverlap(t *testing.T) {
+	t.Parallel()
 	var l producerLog
 	mustAppend(t, &l, mk(t, 1, 0, 0, 5, false))                                                       // 0..4
 	mustAppend(t, &l, mk(t, 1, 0, 5, 5, false))                                                       // 5..9
@@ -96,6 +98,7 @@ func TestInOrderGapAndOverlap(t *testing.T) {
 }
 
 func TestExactRetryReturnsOriginal(t *testing.T) {
+	t.Parallel()
 	var l producerLog
 	l.leo = 100
 	var sent []batch.Batch
@@ -125,6 +128,7 @@ func TestExactRetryReturnsOriginal(t *testing.T) {
 }
 
 func TestEpochRules(t *testing.T) {
+	t.Parallel()
 	var l producerLog
 	mustAppend(t, &l, mk(t, 1, 3, 0, 2, false))
 	expect(t, &l, mk(t, 1, 2, 2, 1, false), ErrInvalidProducerEpoch, errcode.InvalidProducerEpoch)   // zombie
@@ -142,6 +146,7 @@ func TestEpochRules(t *testing.T) {
 }
 
 func TestSequenceWrap(t *testing.T) {
+	t.Parallel()
 	var l producerLog
 	mustAppend(t, &l, mk(t, 1, 0, math.MaxInt32-1, 4, false)) // MaxInt32-1 .. 1, wrapping
 	if got := l.s.Newest().LastSeq; got != 1 {
@@ -159,6 +164,7 @@ func TestSequenceWrap(t *testing.T) {
 }
 
 func TestKnownProducerWithEmptyCache(t *testing.T) {
+	t.Parallel()
 	// Only a marker survives (epoch known, no batch): the next batch at that
 	// epoch must start at 0.
 	var l producerLog
@@ -168,6 +174,7 @@ func TestKnownProducerWithEmptyCache(t *testing.T) {
 }
 
 func TestNonTransactionalDuringTransaction(t *testing.T) {
+	t.Parallel()
 	var l producerLog
 	base := mustAppend(t, &l, mk(t, 1, 0, 0, 2, true))
 	if l.s.TxnFirstOffset() != base {
@@ -181,6 +188,7 @@ func TestNonTransactionalDuringTransaction(t *testing.T) {
 }
 
 func TestApplyNeverRejects(t *testing.T) {
+	t.Parallel()
 	// Replay (recovery) takes whatever the log holds: gaps, older epochs.
 	var s pidtable.State
 	Apply(&s, mk(t, 1, 5, 10, 2, false), 0)
@@ -192,6 +200,7 @@ func TestApplyNeverRejects(t *testing.T) {
 }
 
 func TestSnapshotRoundTrip(t *testing.T) {
+	t.Parallel()
 	var w SnapshotWriter
 	w.Reset()
 	var a, b pidtable.State
@@ -239,6 +248,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 }
 
 func TestLoadNewest(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var w SnapshotWriter
 	write := func(off int64, pid int64) {
@@ -268,6 +278,7 @@ func TestLoadNewest(t *testing.T) {
 // as the entry's lastTimestamp. docs/SEMANTICS.md §2.5/§2.6: expiry and load-time expiry
 // both use lastTimestamp. A save/restore must give the same lastTimestamp.
 func TestSnapshotKeepsMarkerTimestamp(t *testing.T) {
+	t.Parallel()
 	var l producerLog
 	mustAppend(t, &l, mk(t, 1, 0, 0, 2, true)) // maxTimestamp 1001
 	m := Marker{ProducerID: 1, Epoch: 0, CoordinatorEpoch: 0, Commit: true}
@@ -293,6 +304,7 @@ func TestSnapshotKeepsMarkerTimestamp(t *testing.T) {
 // epoch >= 0. Kafka's checkProducerEpoch compares against the new entry's
 // epoch -1, so a negative epoch below -1 gets INVALID_PRODUCER_EPOCH (47).
 func TestUnknownProducerNegativeEpochRejected(t *testing.T) {
+	t.Parallel()
 	var l producerLog
 	b := mk(t, 1, -5, 0, 1, false)
 	_, _, err := l.append(t, b)
@@ -319,6 +331,7 @@ func patched(b batch.Batch, seq int32, n int32) batch.Batch {
 // the sequence check. rules.go skips it when the batch follows the newest
 // one, arguing five batches cannot span 2^31 sequences; two big batches do.
 func TestRetryAfterWrapIsDuplicate(t *testing.T) {
+	t.Parallel()
 	var l producerLog
 	base := mk(t, 1, 0, 0, 1, false)
 	a := patched(base, 0, 1_000_000_001)                           // seq 0 .. 1e9

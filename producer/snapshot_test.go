@@ -11,6 +11,7 @@ import (
 // if corrupt, and the load went on with an older one. The load fails and
 // leaves it; a snapshot that does not parse is still deleted.
 func TestSnapshotReadErrorKeepsFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var w SnapshotWriter
 	w.Reset()
