@@ -12,6 +12,7 @@ import (
 )
 
 func TestEngineSourceWaitsForRecords(t *testing.T) {
+	t.Parallel()
 	e := openTestEngine(t, 2)
 	src, err := NewEngineSource(e, "t")
 	if err != nil {
@@ -55,6 +56,7 @@ func TestEngineSourceWaitsForRecords(t *testing.T) {
 }
 
 func TestEngineSourceOutOfRange(t *testing.T) {
+	t.Parallel()
 	e := openTestEngine(t, 1)
 	produce(t, e, 0, 10, 1)
 	p, _ := e.Partition("t", 0)
@@ -90,6 +92,7 @@ func TestEngineSourceOutOfRange(t *testing.T) {
 }
 
 func TestFetchedCopiesRecords(t *testing.T) {
+	t.Parallel()
 	e := openTestEngine(t, 1)
 	p, _ := e.Partition("t", 0)
 	pr, err := e.NewProducer()

@@ -119,6 +119,7 @@ func wantOnce(t *testing.T, applied map[string]int, want []string) {
 }
 
 func TestPositionCommitsWithEffects(t *testing.T) {
+	t.Parallel()
 	e := openTestEngine(t, 2)
 	want := append(produce(t, e, 0, 40, 3), produce(t, e, 1, 25, 4)...)
 	store := newMemStore()
@@ -137,6 +138,7 @@ func TestPositionCommitsWithEffects(t *testing.T) {
 }
 
 func TestFailedPositionWriteRollsBackEffects(t *testing.T) {
+	t.Parallel()
 	e := openTestEngine(t, 1)
 	want := produce(t, e, 0, 10, 2)
 	store := newMemStore()
@@ -160,6 +162,7 @@ func TestFailedPositionWriteRollsBackEffects(t *testing.T) {
 }
 
 func TestHandlerErrorRollsBackBoth(t *testing.T) {
+	t.Parallel()
 	e := openTestEngine(t, 1)
 	want := produce(t, e, 0, 30, 5)
 	store := newMemStore()
@@ -198,6 +201,7 @@ func TestHandlerErrorRollsBackBoth(t *testing.T) {
 }
 
 func TestResumeFromStorePositions(t *testing.T) {
+	t.Parallel()
 	e := openTestEngine(t, 1)
 	keys := produce(t, e, 0, 20, 4)
 	// The engine's committed offsets for the group say 15; the store says
@@ -225,6 +229,7 @@ func TestResumeFromStorePositions(t *testing.T) {
 }
 
 func TestAbortedRecordsSkipped(t *testing.T) {
+	t.Parallel()
 	e := openTestEngine(t, 2)
 	p0, _ := e.Partition("t", 0)
 	p1, _ := e.Partition("t", 1)
@@ -285,6 +290,7 @@ func TestAbortedRecordsSkipped(t *testing.T) {
 }
 
 func TestRestartAfterCrashBeforeCommit(t *testing.T) {
+	t.Parallel()
 	e := openTestEngine(t, 1)
 	want := produce(t, e, 0, 30, 3)
 	store := newMemStore()
@@ -315,6 +321,7 @@ func TestRestartAfterCrashBeforeCommit(t *testing.T) {
 }
 
 func TestRestartAfterLostCommitReply(t *testing.T) {
+	t.Parallel()
 	e := openTestEngine(t, 1)
 	want := produce(t, e, 0, 30, 3)
 	store := newMemStore()
@@ -344,6 +351,7 @@ func TestRestartAfterLostCommitReply(t *testing.T) {
 }
 
 func TestConcurrentSinkConflicts(t *testing.T) {
+	t.Parallel()
 	e := openTestEngine(t, 1)
 	want := produce(t, e, 0, 20, 2)
 	store := newMemStore()
@@ -380,6 +388,7 @@ func TestConcurrentSinkConflicts(t *testing.T) {
 // store, as a restarted process) after each, while records keep arriving;
 // every record must end up applied exactly once.
 func TestRandomFailuresApplyOnce(t *testing.T) {
+	t.Parallel()
 	e := openTestEngine(t, 3)
 	rng := rand.New(rand.NewPCG(1, 2))
 	store := newMemStore()
@@ -420,6 +429,7 @@ func TestRandomFailuresApplyOnce(t *testing.T) {
 }
 
 func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	r := Record{TopicPartition: TopicPartition{"orders.eu", 7}, Offset: 1234}
 	if got := r.IdempotencyKey(); got != "orders.eu/7/1234" {
 		t.Fatalf("key %q", got)
@@ -459,6 +469,7 @@ func TestIdempotencyKey(t *testing.T) {
 }
 
 func TestPerRecord(t *testing.T) {
+	t.Parallel()
 	var got []int64
 	h := PerRecord(func(_ context.Context, _ *memTx, r *Record) error {
 		if r.Offset == 3 {
@@ -477,6 +488,7 @@ func TestPerRecord(t *testing.T) {
 }
 
 func TestNewRejectsIncompleteConfig(t *testing.T) {
+	t.Parallel()
 	e := openTestEngine(t, 1)
 	src, _ := NewEngineSource(e, "t")
 	if _, err := New(src, newMemStore(), "", applyKeys); !errors.Is(err, ErrInvalidConfig) {

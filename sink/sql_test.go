@@ -8,6 +8,7 @@ import (
 )
 
 func TestPositionQueriesPlaceholders(t *testing.T) {
+	t.Parallel()
 	q := positionQueries("sink_positions", Dollar)
 	if !strings.HasSuffix(q.update, "next_offset = $1 WHERE consumer_group = $2 AND topic = $3 AND partition_id = $4 AND next_offset = $5") {
 		t.Fatalf("update with $n placeholders: %s", q.update)
@@ -25,6 +26,7 @@ func TestPositionQueriesPlaceholders(t *testing.T) {
 }
 
 func TestNewSQLStoreRejectsBadConfig(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, opts := range []SQLOptions{
 		{Table: "positions; DROP TABLE accounts"},
