@@ -31,6 +31,7 @@ func segments(t *testing.T) []*Index {
 }
 
 func TestCollect(t *testing.T) {
+	t.Parallel()
 	segs := segments(t)
 	cases := []struct {
 		seg       int
@@ -59,6 +60,7 @@ func TestCollect(t *testing.T) {
 }
 
 func TestAbortedFor(t *testing.T) {
+	t.Parallel()
 	segs := segments(t)
 	// A segment that must never be scanned: its entry overlaps every fetch
 	// below (it is not a consistent index, which is the point).

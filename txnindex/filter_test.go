@@ -81,6 +81,7 @@ func buildIndexes(t *testing.T, bases []int64) []*Index {
 }
 
 func TestBrokerEntries(t *testing.T) {
+	t.Parallel()
 	segs := buildIndexes(t, []int64{0, 6, 12})
 	want := [][]Entry{
 		nil,
@@ -95,6 +96,7 @@ func TestBrokerEntries(t *testing.T) {
 }
 
 func TestFilter(t *testing.T) {
+	t.Parallel()
 	bases := []int64{0, 6, 12}
 	segs := buildIndexes(t, bases)
 	f := &Filter{} // reused across fetches, as a consumer would
@@ -133,6 +135,7 @@ func TestFilter(t *testing.T) {
 }
 
 func TestFilterZero(t *testing.T) {
+	t.Parallel()
 	f := NewFilter(nil)
 	if f.Skip(Batch{ProducerID: 1, LastOffset: 0, Transactional: true}) {
 		t.Error("zero Filter hid a data batch")

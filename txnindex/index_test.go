@@ -35,6 +35,7 @@ func mustAppend(t *testing.T, x *Index, es ...Entry) {
 }
 
 func TestByteLayout(t *testing.T) {
+	t.Parallel()
 	want := []byte{
 		0x00, 0x00, // version
 		0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, // producerId
@@ -75,6 +76,7 @@ func TestByteLayout(t *testing.T) {
 }
 
 func TestRoundTripAndOrder(t *testing.T) {
+	t.Parallel()
 	path := tmpPath(t, 100)
 	x := mustOpen(t, path, 100)
 	es := []Entry{
@@ -125,6 +127,7 @@ func encode(es ...Entry) []byte {
 }
 
 func TestOpenCorrupt(t *testing.T) {
+	t.Parallel()
 	a := Entry{ProducerID: 1, FirstOffset: 10, LastOffset: 20, LastStableOffset: 21}
 	b := Entry{ProducerID: 2, FirstOffset: 15, LastOffset: 30, LastStableOffset: 31}
 	badVersion := encode(a, b)
@@ -172,6 +175,7 @@ func TestOpenCorrupt(t *testing.T) {
 }
 
 func TestTruncateResetDelete(t *testing.T) {
+	t.Parallel()
 	path := tmpPath(t, 0)
 	x := mustOpen(t, path, 0)
 	es := []Entry{
@@ -244,6 +248,7 @@ func TestEntriesClipped(t *testing.T) {
 }
 
 func TestConcurrent(t *testing.T) {
+	t.Parallel()
 	x := mustOpen(t, tmpPath(t, 0), 0)
 	const n = 500
 	var wg sync.WaitGroup
