@@ -22,6 +22,7 @@ import (
 // first claimer only gives its reservation back after its failed key CAS,
 // so a preemption there refuses every claim of the pid meanwhile.
 func TestCapSamePIDRefusedAcrossResize(t *testing.T) {
+	t.Parallel()
 	tb := New(Options{Shards: 1, InitialCapacity: 1, MaxEntries: 1})
 	var refused, ops atomic.Int64
 	var stop atomic.Bool

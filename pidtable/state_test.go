@@ -7,6 +7,7 @@ import (
 )
 
 func TestStateZeroValue(t *testing.T) {
+	t.Parallel()
 	var s State
 	if s.Epoch() != -1 || s.TxnFirstOffset() != -1 || s.CoordinatorEpoch() != -1 || s.Len() != 0 || s.Newest() != nil {
 		t.Fatalf("zero State: epoch %d txn %d coord %d len %d", s.Epoch(), s.TxnFirstOffset(), s.CoordinatorEpoch(), s.Len())
@@ -14,6 +15,7 @@ func TestStateZeroValue(t *testing.T) {
 }
 
 func TestStateSetters(t *testing.T) {
+	t.Parallel()
 	var s State
 	for _, e := range []int16{-1, 0, 1, math.MaxInt16} {
 		s.SetEpoch(e)
@@ -44,6 +46,7 @@ func TestStateSetters(t *testing.T) {
 }
 
 func TestStateRing(t *testing.T) {
+	t.Parallel()
 	var s State
 	for n := 1; n <= 12; n++ {
 		s.Push(BatchMeta{LastOffset: int64(n), LastSeq: int32(n)})
@@ -76,6 +79,7 @@ func TestStateRing(t *testing.T) {
 }
 
 func TestStateAtOutOfRange(t *testing.T) {
+	t.Parallel()
 	var s State
 	s.Push(BatchMeta{})
 	for _, i := range []int{-1, 1, 5} {
@@ -91,6 +95,7 @@ func TestStateAtOutOfRange(t *testing.T) {
 }
 
 func TestBatchMetaDerived(t *testing.T) {
+	t.Parallel()
 	b := BatchMeta{LastOffset: 109, LastSeq: 9, OffsetDelta: 9}
 	if b.FirstOffset() != 100 || b.FirstSeq() != 0 {
 		t.Fatalf("first offset %d seq %d", b.FirstOffset(), b.FirstSeq())
@@ -102,6 +107,7 @@ func TestBatchMetaDerived(t *testing.T) {
 }
 
 func TestSizes(t *testing.T) {
+	t.Parallel()
 	if s := unsafe.Sizeof(BatchMeta{}); s != 24 {
 		t.Fatalf("BatchMeta is %d bytes, want 24", s)
 	}

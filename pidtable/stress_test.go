@@ -15,6 +15,7 @@ import (
 // under the pid's entry lock, so a broken lock is a data race for -race as
 // well as a wrong count.
 func TestStress(t *testing.T) {
+	t.Parallel()
 	const (
 		small   = 32
 		large   = 20000
@@ -169,6 +170,7 @@ func TestStress(t *testing.T) {
 // other goroutines claim new entries and force resizes: the race detector
 // checks that claims and resizes write no State that Range reads.
 func TestRangeDuringClaims(t *testing.T) {
+	t.Parallel()
 	tb := New(Options{Shards: 2, InitialCapacity: 4})
 	const n = 20000
 	var wg sync.WaitGroup
@@ -213,6 +215,7 @@ func TestRangeDuringClaims(t *testing.T) {
 // TestResizeWaitsForHolder checks that a resize waits for an entry held
 // across it and copies the holder's writes.
 func TestResizeWaitsForHolder(t *testing.T) {
+	t.Parallel()
 	tb := New(Options{Shards: 1, InitialCapacity: 4})
 	e, _ := acquire(t, tb, 1)
 	started := make(chan struct{})
@@ -247,6 +250,7 @@ func TestResizeWaitsForHolder(t *testing.T) {
 // resizes run: for each pid exactly one caller sees created, and it is the
 // first holder (it finds the zero State).
 func TestCreatedIsExact(t *testing.T) {
+	t.Parallel()
 	tb := New(Options{Shards: 2, InitialCapacity: 2})
 	const pids, callers = 3000, 4
 	var wg sync.WaitGroup

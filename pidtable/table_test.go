@@ -15,6 +15,7 @@ import (
 )
 
 func TestHashIsXXHash(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	var b [8]byte
 	for i := 0; i < 10000; i++ {
@@ -49,6 +50,7 @@ func acquire(t *testing.T, tb *Table, pid int64) (*Entry, bool) {
 }
 
 func TestBasics(t *testing.T) {
+	t.Parallel()
 	tb := New(Options{})
 	if tb.Len() != 0 || tb.Lookup(7) {
 		t.Fatal("new table not empty")
@@ -110,6 +112,7 @@ func TestBasics(t *testing.T) {
 }
 
 func TestReleaseMisuse(t *testing.T) {
+	t.Parallel()
 	tb := New(Options{})
 	e, _ := acquire(t, tb, 1)
 	tb.Release(e)
@@ -126,6 +129,7 @@ func TestReleaseMisuse(t *testing.T) {
 }
 
 func TestMaxEntries(t *testing.T) {
+	t.Parallel()
 	tb := New(Options{MaxEntries: 3, Shards: 2, InitialCapacity: 2})
 	for pid := int64(0); pid < 3; pid++ {
 		e, _ := acquire(t, tb, pid)
@@ -152,6 +156,7 @@ func TestMaxEntries(t *testing.T) {
 }
 
 func TestSweepRangeReset(t *testing.T) {
+	t.Parallel()
 	tb := New(Options{Shards: 4, InitialCapacity: 8})
 	for pid := int64(0); pid < 1000; pid++ {
 		e, _ := acquire(t, tb, pid)
@@ -205,6 +210,7 @@ func TestSweepRangeReset(t *testing.T) {
 }
 
 func TestOptions(t *testing.T) {
+	t.Parallel()
 	tb := New(Options{})
 	if len(tb.shards) != 64 || tb.minSlots != 22 {
 		t.Fatalf("defaults: %d shards, %d slots", len(tb.shards), tb.minSlots)
@@ -225,6 +231,7 @@ func TestOptions(t *testing.T) {
 // TestGrowth grows a tiny table to a million entries and checks that every
 // state survived its moves.
 func TestGrowth(t *testing.T) {
+	t.Parallel()
 	n := 1 << 20
 	if raceBuild {
 		// The race detector keeps a sync object per atomic word touched:
@@ -280,6 +287,7 @@ func TestGrowth(t *testing.T) {
 
 // TestModel runs random operations against a map.
 func TestModel(t *testing.T) {
+	t.Parallel()
 	for seed := uint64(0); seed < 20; seed++ {
 		r := rand.New(rand.NewPCG(seed, 99))
 		space := int64(8 + r.IntN(300))
@@ -381,6 +389,7 @@ func TestModel(t *testing.T) {
 // slot while the creator is between its count reservation and its key CAS
 // is refused with ErrTooManyProducers instead of waiting for the claim.
 func TestCapRefusesConcurrentSamePID(t *testing.T) {
+	t.Parallel()
 	refused := 0
 	for round := 0; round < 3000 && refused == 0; round++ {
 		tb := New(Options{Shards: 1, InitialCapacity: 8, MaxEntries: 1})
@@ -419,6 +428,7 @@ func TestCapRefusesConcurrentSamePID(t *testing.T) {
 // the documented rule is that a pid is reported at most once with a
 // non-zero State, and any second visit sees the new entry's zero State.
 func TestRangeVisitsPIDTwice(t *testing.T) {
+	t.Parallel()
 	tb := New(Options{Shards: 1, InitialCapacity: 64})
 	for pid := int64(0); pid < 8; pid++ {
 		e, _, _ := tb.Acquire(pid)
@@ -466,6 +476,7 @@ func TestRangeVisitsPIDTwice(t *testing.T) {
 // Acquire/Release/Remove/TryAcquire/Sweep; checks mutual exclusion per pid,
 // the count (no leaked reservations) and the structure at quiescence.
 func TestStressCap(t *testing.T) {
+	t.Parallel()
 	const pids = 400
 	const max = 150
 	const workers = 8
@@ -566,6 +577,7 @@ func TestStressCap(t *testing.T) {
 // Hold one entry per shard, make every other entry dead, and Sweep: it must
 // return (not wait for our own entry in a compaction).
 func TestSweepWhileHolding(t *testing.T) {
+	t.Parallel()
 	for round := 0; round < 50; round++ {
 		tb := New(Options{Shards: 2, InitialCapacity: 4})
 		var held []*Entry
@@ -619,6 +631,7 @@ func TestSweepWhileHolding(t *testing.T) {
 // on other pids forces growth and compactions. Lookup must never report
 // them absent, and TryAcquire must never find another pid's entry.
 func TestLookupStableAcrossResizes(t *testing.T) {
+	t.Parallel()
 	tb := New(Options{Shards: 1, InitialCapacity: 2})
 	for pid := int64(0); pid < 16; pid++ {
 		e, _, _ := tb.Acquire(pid)
