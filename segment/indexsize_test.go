@@ -13,6 +13,7 @@ import (
 // segment does, whatever the batch size: every fill stops on the size
 // limit, and the seal adds the time index's final entry.
 func TestIndexSizedToSegment(t *testing.T) {
+	t.Parallel()
 	opts := Options{MaxBytes: 1 << 20, IndexIntervalBytes: 4096, IndexMaxBytes: 10 << 20, ReserveAhead: 64 << 10}
 	for _, value := range []int{1, 100, 4000, 4100, 9000, 70000} {
 		dir := t.TempDir()

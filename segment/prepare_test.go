@@ -11,6 +11,7 @@ import (
 // blocks nothing is ever written to, wasted on a disk that may be nearly
 // full. It reserves up to the capacity and no further.
 func TestPrepareStopsAtCapacity(t *testing.T) {
+	t.Parallel()
 	const maxBytes = 1 << 20
 	opts := Options{MaxBytes: maxBytes, ReserveAhead: 64 << 10, Mode: WritePwrite}
 	dir := t.TempDir()

@@ -11,6 +11,7 @@ import (
 // lowered to 64 KiB. An offset index sized for 64 KiB would fill, and
 // Recover would cut valid data there (indexBytes).
 func TestRecoverAfterMaxBytesLowered(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	big := Options{MaxBytes: 1 << 20, IndexIntervalBytes: 4096, ReserveAhead: 64 << 10}
 	s, err := Create(dir, 0, big)

@@ -26,6 +26,7 @@ var crashOpts = Options{MaxBytes: 1 << 20, IndexMaxBytes: 4096, IndexIntervalByt
 // headers at arbitrary bytes; the failure: old records
 // came back at a new offset.)
 func TestRecycledCrashImages(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rnd := rand.New(rand.NewPCG(6, 29))
 	var sizes []int
@@ -149,6 +150,7 @@ func batchOfLen(t *testing.T, id, n int) batch.Batch {
 // offset: after the first batch it requires each to follow the previous
 // exactly. (Without this: it kept new records at a made-up offset.)
 func TestRecycledOutOfOrderSectors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rnd := rand.New(rand.NewPCG(6, 29))
 	old := func() batch.Batch { return testBatch(t, 7, 1, 2500+rnd.IntN(6500)) }

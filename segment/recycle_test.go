@@ -95,6 +95,7 @@ func recycledSegment(t *testing.T, dir string, base int64, n int) (*Segment, []b
 // reused: so many of their headers straddle a sector boundary that
 // invalidating their CRCs would rewrite a large share of its pages.
 func TestRecycleSmallBatchesDeletes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := Create(dir, 0, recycleOpts)
 	if err != nil {
@@ -123,6 +124,7 @@ func TestRecycleSmallBatchesDeletes(t *testing.T) {
 // TestRecycleUnsealedDeletes: a segment that was never sealed (its file
 // may run on past its batches) is deleted, not recycled.
 func TestRecycleUnsealedDeletes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := Create(dir, 0, recycleOpts)
 	if err != nil {
@@ -145,6 +147,7 @@ func TestRecycleUnsealedDeletes(t *testing.T) {
 // lengths rather than CRCs, refuses the stale batches instead of reading
 // them as data; the verifier reports the tail as stale.
 func TestRecycledSegmentStaleTail(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	const base, n = 1000, 5
 	s, sent := recycledSegment(t, dir, base, n)
@@ -204,6 +207,7 @@ func TestRecycledSegmentStaleTail(t *testing.T) {
 // file, so a clean reopen (LoadTail) reads exactly the new batches, and
 // the offline verifier finds no tail.
 func TestRecycledSegmentSealTrims(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	const base, n = 500, 5
 	s, _ := recycledSegment(t, dir, base, n)
@@ -233,6 +237,7 @@ func TestRecycledSegmentSealTrims(t *testing.T) {
 // tail that starts inside an old batch from a corrupt batch of the
 // segment's own.
 func TestVerifyStaleTail(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	const base = 1000
 	rf, _ := recycledFile(t, dir, recycleOpts, equalOld(t))

@@ -28,6 +28,7 @@ func randBatch(t *testing.T, r *rand.ChaCha8, size int) batch.Batch {
 // not give up on the random bytes before it (it once counted 64 tries on
 // anything with a plausible length, and called the tail corruption).
 func TestVerifyStaleTailRandomValues(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r := rand.NewChaCha8([32]byte{1})
 	opts := Options{MaxBytes: 16 << 20, IndexMaxBytes: 4096, IndexIntervalBytes: 64 << 10, ReserveAhead: 64 << 10}
@@ -52,6 +53,7 @@ func TestVerifyStaleTailRandomValues(t *testing.T) {
 // the valid batches (with the index lost to a power loss, nothing else
 // would catch it).
 func TestVerifyCorruptBatchBeforeStaleTail(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	const base, n = 1000, 5
 	s, _ := recycledSegment(t, dir, base, n)

@@ -43,6 +43,7 @@ func fill(t *testing.T, s *Segment, first int64) (sent []batch.Batch, bases []in
 }
 
 func TestAppendModesAndLookup(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []WriteMode{WriteMmap, WritePwrite} {
 		t.Run(fmt.Sprint(mode), func(t *testing.T) {
 			opts := testOpts
@@ -81,6 +82,7 @@ func TestAppendModesAndLookup(t *testing.T) {
 }
 
 func TestAppendRejects(t *testing.T) {
+	t.Parallel()
 	s, err := Create(t.TempDir(), 0, testOpts)
 	if err != nil {
 		t.Fatal(err)
@@ -116,6 +118,7 @@ func TestAppendRejects(t *testing.T) {
 }
 
 func TestSealReopenLoadTail(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := Create(dir, 0, testOpts)
 	if err != nil {
@@ -154,6 +157,7 @@ func TestSealReopenLoadTail(t *testing.T) {
 }
 
 func TestRecoverCutsAtCorruption(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := Create(dir, 0, testOpts)
 	if err != nil {
@@ -201,6 +205,7 @@ func TestRecoverCutsAtCorruption(t *testing.T) {
 }
 
 func TestSpareActivate(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	sp, err := CreateSpare(dir, testOpts, 0)
 	if err != nil {
@@ -228,6 +233,7 @@ func TestSpareActivate(t *testing.T) {
 }
 
 func TestVerifyFindsCorruption(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, _ := Create(dir, 0, testOpts)
 	sent, _ := fill(t, s, 0)
@@ -260,6 +266,7 @@ func TestVerifyFindsCorruption(t *testing.T) {
 // next offset: Recover reads a gap as the end of the data, so a segment
 // that took one would lose the batches after it in a crash.
 func TestAppendRefusesGap(t *testing.T) {
+	t.Parallel()
 	s, err := Create(t.TempDir(), 0, testOpts)
 	if err != nil {
 		t.Fatal(err)

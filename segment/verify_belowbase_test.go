@@ -11,6 +11,7 @@ import (
 // this: it was reported as all stale tail once old batches with valid
 // CRCs counted as a tail.)
 func TestVerifyBelowBase(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := Create(dir, 0, crashOpts)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 // zero tail it still was, or reporting ErrIO as it does for a file that
 // changed under it by truncation.
 func TestVerifyFileGrowingSegment(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := Options{MaxBytes: 1 << 20, ReserveAhead: 4096, IndexIntervalBytes: 1 << 20,
 		Mode: WritePwrite, Reserve: ReserveFallocate}

@@ -13,6 +13,7 @@ import (
 // or retiring it) fails the verify with ErrIO instead of killing the
 // process with SIGBUS on the mapped pages past the new end.
 func TestVerifyFileTruncatedWhileRead(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := Create(dir, 0, testOpts)
 	if err != nil {
@@ -36,6 +37,7 @@ func TestVerifyFileTruncatedWhileRead(t *testing.T) {
 // LoadTail, like Recover, trusts a segment only if its first batch starts
 // at the segment's base offset: otherwise the partition recovers it.
 func TestLoadTailFirstBatchAtBase(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := Create(dir, 100, testOpts)
 	if err != nil {

@@ -63,6 +63,7 @@ func unwrittenBytes(t *testing.T, path string, off, n int64) (unwritten int64, o
 // raises the reserved mark; the same Prepare without zero fallocates
 // (unwritten extents), which also proves that FIEMAP tells them apart here.
 func TestZeroFillWritesBlocks(t *testing.T) {
+	t.Parallel()
 	opts := Options{MaxBytes: 8 << 20, ReserveAhead: 1 << 20, Mode: WritePwrite, Reserve: ReserveZeroFill}
 	for _, zero := range []bool{false, true} {
 		dir := t.TempDir()
@@ -96,6 +97,7 @@ func TestZeroFillWritesBlocks(t *testing.T) {
 // the fill waits for it. Every batch reads back intact (no zero landed on
 // data) and the file verifies.
 func TestZeroFillConcurrentAppends(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := Options{MaxBytes: 16 << 20, IndexMaxBytes: 1 << 20, ReserveAhead: 2 << 20, Mode: WritePwrite, Reserve: ReserveZeroFill}
 	s, err := Create(dir, 0, opts)
@@ -159,6 +161,7 @@ func TestZeroFillConcurrentAppends(t *testing.T) {
 // fdatasync would then return success over lost data. Status flags tell a
 // dup from a new open: set O_APPEND on one, look at the other.
 func TestZeroFillOwnOpenFile(t *testing.T) {
+	t.Parallel()
 	f, err := os.Create(filepath.Join(t.TempDir(), "seg"))
 	if err != nil {
 		t.Fatal(err)
@@ -199,6 +202,7 @@ func TestZeroFillOwnOpenFile(t *testing.T) {
 // (rounded to pages) in written blocks, and its segment, once activated,
 // takes appends past it that verify.
 func TestZeroFillSpare(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := Options{MaxBytes: 4 << 20, IndexMaxBytes: 1 << 20, ReserveAhead: 1 << 20, Mode: WritePwrite, Reserve: ReserveZeroFill}
 	sp, err := CreateSpare(dir, opts, 100<<10)
