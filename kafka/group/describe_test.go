@@ -13,6 +13,7 @@ import (
 // it rebalances it shows neither protocol nor metadata nor assignments
 // (Kafka's summaryNoMetadata); an unknown group is Dead.
 func TestDescribeGroup(t *testing.T) {
+	t.Parallel()
 	c := newTestCoordinator(t, testOpts())
 	a := newClient(t, c, "g", 5).static("inst-a")
 	b := newClient(t, c, "g", 5)
@@ -73,6 +74,7 @@ func TestDescribeGroup(t *testing.T) {
 // TestListGroups: every group held, Empty ones included, sorted, with its
 // protocol type and state; the state filter ignores case.
 func TestListGroups(t *testing.T) {
+	t.Parallel()
 	c := newTestCoordinator(t, testOpts())
 	if l := c.List(); len(l) != 0 {
 		t.Fatalf("new coordinator lists %+v", l)

@@ -17,6 +17,7 @@ import (
 var bg = context.Background()
 
 func TestSentinelCodes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		err  error
 		code int16
@@ -48,6 +49,7 @@ func TestSentinelCodes(t *testing.T) {
 // version: MEMBER_ID_REQUIRED from v4, generation 1, leader of itself with
 // the member list, then Stable with its own assignment after SyncGroup.
 func TestFirstJoinEveryVersion(t *testing.T) {
+	t.Parallel()
 	for v := int16(0); v <= 9; v++ {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			c := newTestCoordinator(t, testOpts())
@@ -104,6 +106,7 @@ func TestFirstJoinEveryVersion(t *testing.T) {
 }
 
 func TestJoinValidation(t *testing.T) {
+	t.Parallel()
 	opts := testOpts()
 	opts.MinSessionTimeout, opts.MaxSessionTimeout = time.Second, time.Minute
 	c := newTestCoordinator(t, opts)
@@ -142,6 +145,7 @@ func TestJoinValidation(t *testing.T) {
 // TestPendingMember: a MEMBER_ID_REQUIRED id holds the next join phase back
 // until it rejoins or its session timeout passes; an expired id is unknown.
 func TestPendingMember(t *testing.T) {
+	t.Parallel()
 	c := newTestCoordinator(t, testOpts())
 	a := newClient(t, c, "g", 9)
 	stableGroup(t, a)
@@ -175,6 +179,7 @@ func TestPendingMember(t *testing.T) {
 // rebalance; the first learns it from its heartbeat, rejoins, and the
 // leader's assignment reaches a follower that synced first.
 func TestSecondMemberRebalances(t *testing.T) {
+	t.Parallel()
 	c := newTestCoordinator(t, testOpts())
 	a := newClient(t, c, "g", 9)
 	b := newClient(t, c, "g", 9)
@@ -253,6 +258,7 @@ func syncReq(t *testing.T, cl *client, edit func(*kmsg.SyncGroupRequest)) *kmsg.
 }
 
 func TestSyncErrors(t *testing.T) {
+	t.Parallel()
 	c := newTestCoordinator(t, testOpts())
 	a := newClient(t, c, "g", 9)
 	b := newClient(t, c, "g", 9)
@@ -297,6 +303,7 @@ func TestSyncErrors(t *testing.T) {
 }
 
 func TestHeartbeatErrors(t *testing.T) {
+	t.Parallel()
 	c := newTestCoordinator(t, testOpts())
 	a := newClient(t, c, "g", 9)
 	b := newClient(t, c, "g", 9)
@@ -331,6 +338,7 @@ func TestHeartbeatErrors(t *testing.T) {
 
 // TestValidateCommit covers Kafka's OffsetCommit/TxnOffsetCommit fencing.
 func TestValidateCommit(t *testing.T) {
+	t.Parallel()
 	c := newTestCoordinator(t, testOpts())
 	// "e": Empty after its only member left, at generation 2.
 	e := newClient(t, c, "e", 9)
@@ -399,6 +407,7 @@ func TestValidateCommit(t *testing.T) {
 // TestSessionExpiry: a member that stops heartbeating is removed after its
 // session timeout and the group rebalances without it.
 func TestSessionExpiry(t *testing.T) {
+	t.Parallel()
 	c := newTestCoordinator(t, testOpts())
 	a := newClient(t, c, "g", 9)
 	b := newClient(t, c, "g", 9)
@@ -433,6 +442,7 @@ func TestSessionExpiry(t *testing.T) {
 // timeout are dropped from the generation; the leader is re-elected among
 // those that rejoined.
 func TestRebalanceTimeout(t *testing.T) {
+	t.Parallel()
 	for _, leaderStays := range []bool{true, false} {
 		t.Run(fmt.Sprintf("leader rejoins=%v", leaderStays), func(t *testing.T) {
 			c := newTestCoordinator(t, testOpts())
@@ -478,6 +488,7 @@ func TestRebalanceTimeout(t *testing.T) {
 // TestSyncTimeout: a leader that never sends SyncGroup is removed after the
 // rebalance timeout, and the follower waiting on it is told to rejoin.
 func TestSyncTimeout(t *testing.T) {
+	t.Parallel()
 	c := newTestCoordinator(t, testOpts())
 	a := newClient(t, c, "g", 9)
 	b := newClient(t, c, "g", 9)
@@ -506,6 +517,7 @@ func TestSyncTimeout(t *testing.T) {
 // TestStaticReplacement: a restarted static member takes over its instance
 // id under a new member id; the old id is fenced everywhere.
 func TestStaticReplacement(t *testing.T) {
+	t.Parallel()
 	t.Run("follower, unchanged", func(t *testing.T) {
 		c := newTestCoordinator(t, testOpts())
 		a := newClient(t, c, "g", 9)
@@ -643,6 +655,7 @@ func TestStaticReplacement(t *testing.T) {
 }
 
 func TestLeaveGroup(t *testing.T) {
+	t.Parallel()
 	t.Run("v1 single", func(t *testing.T) {
 		c := newTestCoordinator(t, testOpts())
 		a := newClient(t, c, "g", 1)
@@ -731,6 +744,7 @@ func TestLeaveGroup(t *testing.T) {
 }
 
 func TestInconsistentProtocols(t *testing.T) {
+	t.Parallel()
 	c := newTestCoordinator(t, testOpts())
 	a := newClient(t, c, "g", 9)
 	stableGroup(t, a)
@@ -780,6 +794,7 @@ func TestInconsistentProtocols(t *testing.T) {
 // those every member supports; the leader gets each member's metadata for
 // it.
 func TestProtocolVote(t *testing.T) {
+	t.Parallel()
 	rr, rg, st := "roundrobin", "range", "sticky"
 	for _, tc := range []struct {
 		name    string
@@ -834,6 +849,7 @@ func TestProtocolVote(t *testing.T) {
 // TestRejoinRules: Kafka's answer to a JoinGroup of a known member depends
 // on the state, on whether it leads, and on whether its metadata changed.
 func TestRejoinRules(t *testing.T) {
+	t.Parallel()
 	c := newTestCoordinator(t, testOpts())
 	a := newClient(t, c, "g", 9)
 	b := newClient(t, c, "g", 9)
@@ -891,6 +907,7 @@ func TestRejoinRules(t *testing.T) {
 // TestDuplicateJoin: a second JoinGroup of a parked member (its client
 // retried on a new connection) supersedes the first.
 func TestDuplicateJoin(t *testing.T) {
+	t.Parallel()
 	c := newTestCoordinator(t, testOpts())
 	a := newClient(t, c, "g", 9)
 	b := newClient(t, c, "g", 9)
@@ -906,6 +923,7 @@ func TestDuplicateJoin(t *testing.T) {
 }
 
 func TestDeleteGroup(t *testing.T) {
+	t.Parallel()
 	c := newTestCoordinator(t, testOpts())
 	a := newClient(t, c, "g", 9)
 	stableGroup(t, a)
@@ -997,6 +1015,7 @@ func TestContextCancel(t *testing.T) {
 // TestClose: Close answers parked calls and every later call with
 // COORDINATOR_NOT_AVAILABLE.
 func TestClose(t *testing.T) {
+	t.Parallel()
 	noLeak(t)
 	c := New(testOpts())
 	a := newClient(t, c, "g", 9)
@@ -1067,6 +1086,7 @@ func TestInitialRebalanceDelay(t *testing.T) {
 }
 
 func TestNewJoinReq(t *testing.T) {
+	t.Parallel()
 	inst := "i"
 	req := kmsg.NewPtrJoinGroupRequest()
 	req.SessionTimeoutMillis = 7000
@@ -1106,6 +1126,7 @@ func TestNewJoinReq(t *testing.T) {
 // member that misses a join phase stays in the group (Kafka keeps it for
 // its session); it catches up by rejoining the generation it missed.
 func TestStaticMemberOutlivesJoinTimeout(t *testing.T) {
+	t.Parallel()
 	c := newTestCoordinator(t, testOpts())
 	a := newClient(t, c, "g", 9)
 	s := newClient(t, c, "g", 9).static("s")
@@ -1135,6 +1156,7 @@ func TestStaticMemberOutlivesJoinTimeout(t *testing.T) {
 // TestRequestBytesCopied: the listener reuses its read buffer, so nothing
 // the coordinator keeps may alias a request.
 func TestRequestBytesCopied(t *testing.T) {
+	t.Parallel()
 	c := newTestCoordinator(t, testOpts())
 	a := newClient(t, c, "g", 9)
 	b := newClient(t, c, "g", 9)

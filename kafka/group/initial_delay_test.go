@@ -16,6 +16,7 @@ import (
 // join phase at once here (group.go addPending's timer calls completeJoin
 // without that check), cutting the delay short.
 func TestPendingExpiryEndsInitialDelay(t *testing.T) {
+	t.Parallel()
 	opts := testOpts()
 	opts.InitialRebalanceDelay = 3 * time.Second
 	c := newTestCoordinator(t, opts)
@@ -34,6 +35,7 @@ func TestPendingExpiryEndsInitialDelay(t *testing.T) {
 // afterRemoval completes a PreparingRebalance whose members have all
 // joined without regard to the initial delay.
 func TestAbandonedNewJoinEndsInitialDelay(t *testing.T) {
+	t.Parallel()
 	opts := testOpts()
 	opts.InitialRebalanceDelay = 3 * time.Second
 	c := newTestCoordinator(t, opts)

@@ -22,6 +22,7 @@ import (
 //   - every call returns (no lost wake-up: each has a deadline);
 //   - once the clients stop, the group drains to Empty.
 func TestRandomSchedules(t *testing.T) {
+	t.Parallel()
 	noLeak(t)
 	for seed := range uint64(2) {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { runSchedule(t, seed, 1500*time.Millisecond) })

@@ -29,6 +29,7 @@ func memberDeadlineLeft(c *Coordinator, name, id string) (time.Duration, bool) {
 // Here the member keeps whatever was left of a session that ran while it
 // was parked, and is evicted before it can rejoin.
 func TestSyncErrorRefreshesSession(t *testing.T) {
+	t.Parallel()
 	c := newTestCoordinator(t, testOpts())
 	a := newClient(t, c, "g", 9)
 	b := newClient(t, c, "g", 9)
@@ -82,6 +83,7 @@ func TestSyncErrorRefreshesSession(t *testing.T) {
 // ForgetEmptyGroups, which the listener's maintenance tick runs, removes
 // them, and keeps groups with offsets or members.
 func TestEmptyGroupsNeverForgotten(t *testing.T) {
+	t.Parallel()
 	c := newTestCoordinator(t, testOpts())
 	const n = 200
 	for i := range n {
