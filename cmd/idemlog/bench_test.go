@@ -11,6 +11,7 @@ import (
 )
 
 func TestBenchUsage(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args      []string
 		code      int
@@ -155,6 +156,7 @@ func TestBenchJSON(t *testing.T) {
 // TestBenchDir: --dir keeps data that verify accepts; a second run with
 // readers appends to it and its readers read everything from offset 0.
 func TestBenchDir(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "data")
 	first := benchJSON(t, "--records", "5000", "--dir", dir, "--mode", "plain")
 	second := benchJSON(t, "--records", "3000", "--dir", dir, "--readers", "2")
@@ -210,6 +212,7 @@ func TestBenchRetention(t *testing.T) {
 // Flag values that the run would ignore or misread are usage errors that
 // say which values the flag takes.
 func TestBenchFlagValues(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args []string
 		want string
@@ -271,6 +274,7 @@ func TestBenchBoundedByDefault(t *testing.T) {
 // TestBenchZeroEnd: an explicit --records 0 or --duration 0 is not a
 // run length; it must be rejected (exit 2), not turned into the 10 s default.
 func TestBenchZeroEnd(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"bench", "--records", "0", "--quiet", "--baseline-max", "0", "--producers", "1", "--partitions", "1", "--dir", t.TempDir()},
 		{"bench", "--duration", "0", "--quiet", "--baseline-max", "0", "--producers", "1", "--partitions", "1", "--dir", t.TempDir()},
@@ -286,6 +290,7 @@ func TestBenchZeroEnd(t *testing.T) {
 // TestBenchIgnoredFlags: flags that only mean something in another
 // mode are silently accepted and echoed in the workload as if they applied.
 func TestBenchIgnoredFlags(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"--mode", "idempotent", "--txn-batches", "5"},
 		{"--mode", "plain", "--txn-batches", "5"},

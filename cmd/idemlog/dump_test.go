@@ -15,6 +15,7 @@ import (
 // runDump takes for a directory's joined errors and splits: neither line
 // says which file it is about.
 func TestDumpErrorNamesFile(t *testing.T) {
+	t.Parallel()
 	b := batch.NewBuilder(batch.CodecNone)
 	b.Append(1, []byte("k"), []byte("value"), nil)
 	out, err := b.Build()

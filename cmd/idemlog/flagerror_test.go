@@ -12,6 +12,7 @@ import (
 // usage shows it, --name, whatever the dashes typed; other errors pass
 // unchanged, flag.ErrHelp included.
 func TestGNUFlagError(t *testing.T) {
+	t.Parallel()
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Int("count", 0, "")

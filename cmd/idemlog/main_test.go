@@ -22,6 +22,7 @@ func runCLI(args ...string) (code int, stdout, stderr string) {
 }
 
 func TestUsage(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args       []string
 		code       int
@@ -70,6 +71,7 @@ func TestUsage(t *testing.T) {
 }
 
 func TestDumpSample(t *testing.T) {
+	t.Parallel()
 	want, err := os.ReadFile(goldenJSON)
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +112,7 @@ func tornSample(t *testing.T) string {
 }
 
 func TestDumpTruncated(t *testing.T) {
+	t.Parallel()
 	torn := tornSample(t)
 	// The last batch of the sample starts at 1363.
 	const at = "position 1363"
@@ -142,6 +145,7 @@ func TestDumpTruncated(t *testing.T) {
 // TestBinary checks the exit statuses of the real binary, which the
 // in-process tests cannot: main's wiring to os.Exit.
 func TestBinary(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the command")
 	}

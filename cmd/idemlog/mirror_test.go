@@ -46,6 +46,7 @@ func fillDir(t *testing.T, dir, topic string, parts, n int) {
 // --stop-at-end: it exits 0 once caught up, and its last JSON line says
 // done, with every record copied and no lag left.
 func TestMirrorJSONProgress(t *testing.T) {
+	t.Parallel()
 	src, dst := t.TempDir(), t.TempDir()
 	fillDir(t, src, "t", 2, 25)
 	code, stdout, stderr := runCLI("mirror", "--from", src, "--to", dst, "--stop-at-end", "--json")
@@ -71,6 +72,7 @@ func TestMirrorJSONProgress(t *testing.T) {
 // than its source, records in it, is refused with exit status 1 and a message that names
 // the topic and both counts.
 func TestMirrorRefusedExitsOne(t *testing.T) {
+	t.Parallel()
 	src, dst := t.TempDir(), t.TempDir()
 	fillDir(t, src, "t", 3, 1)
 	fillDir(t, dst, "t", 1, 1)
@@ -82,6 +84,7 @@ func TestMirrorRefusedExitsOne(t *testing.T) {
 }
 
 func TestMirrorUsageErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, args := range [][]string{
 		{"mirror", "--to", dir},
@@ -102,6 +105,7 @@ func TestMirrorUsageErrors(t *testing.T) {
 }
 
 func TestBrokerList(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		in   string
 		want []string
@@ -125,6 +129,7 @@ func TestBrokerList(t *testing.T) {
 // TestMirrorSecureEndpointOptions: TLS and SASL flags become client
 // options of the cluster side they name, and only of it.
 func TestMirrorSecureEndpointOptions(t *testing.T) {
+	t.Parallel()
 	f := endpointFlags{addr: "broker:9093", tls: true, saslMech: "scram-sha-512", saslUser: "u"}
 	e, err := f.endpoint("to")
 	if err != nil || len(e.Brokers) != 1 || len(e.Opts) != 2 {

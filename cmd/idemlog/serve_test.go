@@ -25,6 +25,7 @@ import (
 )
 
 func TestServeFlags(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args []string
 		want string
@@ -44,6 +45,7 @@ func TestServeFlags(t *testing.T) {
 // TestServe: the command serves Kafka clients and metrics, and stops
 // cleanly (clean-shutdown markers) when its context ends.
 func TestServe(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -105,6 +107,7 @@ func TestServe(t *testing.T) {
 // Out-of-range limit flags are usage errors, refused before anything is
 // opened.
 func TestServeLimitFlagsChecked(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"--max-connections", "-2"},
 		{"--max-connections-per-ip", "-1"},
@@ -130,6 +133,7 @@ func TestServeLimitFlagsChecked(t *testing.T) {
 // with THROTTLING_QUOTA_EXCEEDED, and with --max-connections-per-ip 8 one
 // of a client's 9 connections is closed.
 func TestServeLimitsApplied(t *testing.T) {
+	t.Parallel()
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -215,6 +219,7 @@ func busyListenAddr(t *testing.T) string {
 // TestBadAdvertiseIsUsageError: a malformed --advertise is a
 // command-line mistake: exit 2 with the usage, and nothing created in --dir.
 func TestBadAdvertiseIsUsageError(t *testing.T) {
+	t.Parallel()
 	for _, adv := range []string{"no-port", "host:99999"} {
 		dir := filepath.Join(t.TempDir(), "data")
 		code, _, stderr := runCLI("serve", "--dir", dir, "--listen", "127.0.0.1:0", "--advertise", adv)
@@ -231,6 +236,7 @@ func TestBadAdvertiseIsUsageError(t *testing.T) {
 // partition count; it must not be turned silently into 1. (The busy
 // --listen makes the current code return instead of serving.)
 func TestBadPartitionsIsUsageError(t *testing.T) {
+	t.Parallel()
 	busy := busyListenAddr(t)
 	for _, n := range []string{"0", "-1"} {
 		dir := filepath.Join(t.TempDir(), "data")
@@ -245,6 +251,7 @@ func TestBadPartitionsIsUsageError(t *testing.T) {
 // (non-zero, on stderr) and leaves no data dir behind: it must not create
 // the dir, its lock file and the transaction-state topic first.
 func TestPortInUseLeavesNoState(t *testing.T) {
+	t.Parallel()
 	busy := busyListenAddr(t)
 	dir := filepath.Join(t.TempDir(), "data")
 	code, stdout, stderr := runCLI("serve", "--dir", dir, "--listen", busy)
@@ -268,6 +275,7 @@ func TestPortInUseLeavesNoState(t *testing.T) {
 // first line scripts such as scripts/kafka-suite wait for to know the
 // server is up).
 func TestMetricsPortInUseNotAnnounced(t *testing.T) {
+	t.Parallel()
 	busy := busyListenAddr(t)
 	dir := filepath.Join(t.TempDir(), "data")
 	code, stdout, stderr := runCLI("serve", "--dir", dir, "--listen", "127.0.0.1:0", "--metrics", busy)
@@ -283,6 +291,7 @@ func TestMetricsPortInUseNotAnnounced(t *testing.T) {
 // is accepted, so its port must be what Metadata advertises; it is
 // silently replaced by the listening address.
 func TestAdvertisePortKept(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -365,6 +374,7 @@ func startServeChild(t *testing.T, args ...string) (*exec.Cmd, string, *bytes.Bu
 // is producing: exit 0, clean-shutdown markers, and every acknowledged
 // record in the log after reopening.
 func TestSigtermDuringProduceKeepsAcked(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cmd, addr, stderr := startServeChild(t, "serve", "--dir", dir, "--listen", "127.0.0.1:0", "--log-level", "warn")
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("t"), kgo.AllowAutoTopicCreation(),

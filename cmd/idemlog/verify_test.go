@@ -136,6 +136,7 @@ func wantExit(t *testing.T, want int, args ...string) (stdout, stderr string) {
 }
 
 func TestVerifyUsage(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args []string
 		code int
@@ -160,6 +161,7 @@ func TestVerifyUsage(t *testing.T) {
 }
 
 func TestVerifyClean(t *testing.T) {
+	t.Parallel()
 	p := buildPartition(t)
 	for _, path := range []string{p.data, p.dir} {
 		stdout, stderr := wantExit(t, 0, "verify", path)
@@ -196,6 +198,7 @@ func TestVerifyClean(t *testing.T) {
 }
 
 func TestVerifyCorruptBatch(t *testing.T) {
+	t.Parallel()
 	p := buildPartition(t)
 	good := buildPartition(t)
 	path := p.file(mid, ".log")
@@ -222,6 +225,7 @@ func TestVerifyCorruptBatch(t *testing.T) {
 }
 
 func TestVerifyTruncated(t *testing.T) {
+	t.Parallel()
 	p := buildPartition(t)
 	path := p.file(mid, ".log")
 	starts := batchStarts(t, path)
@@ -233,6 +237,7 @@ func TestVerifyTruncated(t *testing.T) {
 }
 
 func TestVerifyCorruptIndex(t *testing.T) {
+	t.Parallel()
 	p := buildPartition(t)
 	path := p.file(mid, ".index")
 	modify(t, path, func(b []byte) []byte {
@@ -249,6 +254,7 @@ func TestVerifyCorruptIndex(t *testing.T) {
 }
 
 func TestVerifyNoIndexes(t *testing.T) {
+	t.Parallel()
 	p := buildPartition(t)
 	for i := range p.segs {
 		if err := os.Remove(p.file(i, ".index")); err != nil {
@@ -264,6 +270,7 @@ func TestVerifyNoIndexes(t *testing.T) {
 // A bare Kafka segment under a name that is not a base offset takes its
 // base from its first batch.
 func TestVerifyBareSegment(t *testing.T) {
+	t.Parallel()
 	p := buildPartition(t)
 	bare := filepath.Join(t.TempDir(), "sample.log")
 	copyFile(t, p.file(mid, ".log"), bare)
@@ -291,6 +298,7 @@ func TestVerifyBareSegment(t *testing.T) {
 }
 
 func TestVerifyOverlap(t *testing.T) {
+	t.Parallel()
 	p := buildPartition(t)
 	// Named one above the first segment's base, holding the second's
 	// batches: sound on its own, but it starts inside the first segment.
@@ -302,6 +310,7 @@ func TestVerifyOverlap(t *testing.T) {
 }
 
 func TestVerifyGap(t *testing.T) {
+	t.Parallel()
 	p := buildPartition(t)
 	for _, suffix := range []string{".log", ".index", ".timeindex"} {
 		if err := os.Remove(p.file(1, suffix)); err != nil {
@@ -327,6 +336,7 @@ func TestVerifyGap(t *testing.T) {
 }
 
 func TestVerifyZeroTail(t *testing.T) {
+	t.Parallel()
 	p := buildPartition(t)
 	last := len(p.segs) - 1
 	zeros := func(b []byte) []byte { return append(b, make([]byte, 4096)...) }
@@ -393,6 +403,7 @@ func allZeroBytes(b []byte) bool {
 }
 
 func TestDumpPartition(t *testing.T) {
+	t.Parallel()
 	p := buildPartition(t)
 	stdout, _ := wantExit(t, 0, "dump", "--no-records", p.dir)
 	if n := strings.Count(stdout, "Dumping "); n != len(p.segs) {
@@ -418,6 +429,7 @@ func TestDumpPartition(t *testing.T) {
 }
 
 func TestDumpIndexes(t *testing.T) {
+	t.Parallel()
 	p := buildPartition(t)
 	const i = mid
 	x, err := index.OpenOffsetReadOnly(p.file(i, ".index"), p.bases[i])
@@ -502,6 +514,7 @@ func checkpointV1(offset int64) []byte {
 // the .txnindex, would show aborted records) is corruption: exit 1, the
 // file named once, in the report.
 func TestVerifyFindsDamagedFiles(t *testing.T) {
+	t.Parallel()
 	last := func(p testPartition) int { return len(p.segs) - 1 }
 	for _, tc := range []struct {
 		name   string
@@ -575,6 +588,7 @@ func TestVerifyFindsDamagedFiles(t *testing.T) {
 // open: exit 3, with the bytes recovery cuts and where. The same files in a
 // log closed cleanly are corruption.
 func TestVerifyRepairableCrashImages(t *testing.T) {
+	t.Parallel()
 	p := buildPartition(t)
 	lastLog := p.file(len(p.segs)-1, ".log")
 	starts := batchStarts(t, lastLog)
@@ -635,6 +649,7 @@ func verifyTestBatch(t *testing.T, records int) []byte {
 // overflows to a negative number; verify must reject it (offset too far
 // from the segment's base), not pass it with negative offsets.
 func TestVerifyOffsetOverflow(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "t-0")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -656,6 +671,7 @@ func TestVerifyOffsetOverflow(t *testing.T) {
 // (all-zero) .index. Opening recovers it; verify must accept it as it
 // accepts zero tails of logs not closed cleanly.
 func TestVerifyFreshActiveSegment(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	dir := filepath.Join(data, "t-0")
 	l, err := partition.Open(dir, partition.Options{Segment: segment.Options{IndexMaxBytes: 4096}})
@@ -718,6 +734,7 @@ func TestVerifyIndexHeap(t *testing.T) {
 // keep an entry whose batch it lost. The power-cut harness met both the
 // .index and the .timeindex form.
 func TestVerifyIndexOfUncleanTailRepairable(t *testing.T) {
+	t.Parallel()
 	p := buildPartition(t)
 	lastLog := p.file(len(p.segs)-1, ".log")
 	starts := batchStarts(t, lastLog)

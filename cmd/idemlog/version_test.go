@@ -9,6 +9,7 @@ import (
 // --version gives the module's version and, where the build recorded
 // them, the commit, its time and whether the tree had changes.
 func TestVersionString(t *testing.T) {
+	t.Parallel()
 	info := &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "github.com/idemlog/idemlog", Version: "v0.9.1"},
 		Settings: []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "0123abcd"},
 			{Key: "vcs.time", Value: "2026-12-01T10:00:00Z"}, {Key: "vcs.modified", Value: "true"},
