@@ -34,6 +34,7 @@ func isClosed(ch <-chan struct{}) bool {
 }
 
 func TestAdvancedWakesOnAppend(t *testing.T) {
+	t.Parallel()
 	for _, pol := range advancedPolicies {
 		t.Run(pol.name, func(t *testing.T) {
 			l, err := Open(t.TempDir(), pol.opts)
@@ -74,6 +75,7 @@ func TestAdvancedWakesOnAppend(t *testing.T) {
 // A channel is closed only by a rise after it was taken: not by the rise
 // just before, nor by anything that leaves the high watermark where it is.
 func TestAdvancedNotSpurious(t *testing.T) {
+	t.Parallel()
 	for _, pol := range advancedPolicies {
 		t.Run(pol.name, func(t *testing.T) {
 			o := pol.opts
@@ -118,6 +120,7 @@ func TestAdvancedNotSpurious(t *testing.T) {
 // watermark: the last rise of a round is followed by no other until all
 // waiters are through, so a waiter that missed it would time out.
 func TestAdvancedNoMissedWakeup(t *testing.T) {
+	t.Parallel()
 	for _, pol := range advancedPolicies {
 		t.Run(pol.name, func(t *testing.T) {
 			l, err := Open(t.TempDir(), pol.opts)
@@ -179,6 +182,7 @@ func TestAdvancedNoMissedWakeup(t *testing.T) {
 // high watermark sees what the callback published (the engine's first
 // unstable offset, behind the last stable offset).
 func TestAppendCallbackBeforeVisible(t *testing.T) {
+	t.Parallel()
 	for _, pol := range advancedPolicies {
 		t.Run(pol.name, func(t *testing.T) {
 			l, err := Open(t.TempDir(), pol.opts)
@@ -236,6 +240,7 @@ func TestAppendCallbackBeforeVisible(t *testing.T) {
 }
 
 func TestAdvancedClose(t *testing.T) {
+	t.Parallel()
 	for _, kill := range []bool{false, true} {
 		t.Run(fmt.Sprintf("kill=%v", kill), func(t *testing.T) {
 			l, err := Open(t.TempDir(), Options{})

@@ -14,6 +14,7 @@ import (
 // The checkpoint is written in version 1 (checksummed) and both versions
 // read back; a file whose checksum or layout fails is damaged, offset 0.
 func TestCheckpointFormats(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "orders-3")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -67,6 +68,7 @@ func loggedOptions(maxBytes int64) (Options, *bytes.Buffer) {
 // unchecked format beside a checksummed recovery point was not written by
 // the log: taken at its word it deleted every segment.
 func TestUncheckedLogStartBesideCheckedRecoveryPointIgnored(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts, logged := loggedOptions(1 << 10)
 	l, err := Open(dir, opts)
@@ -103,6 +105,7 @@ func TestUncheckedLogStartBesideCheckedRecoveryPointIgnored(t *testing.T) {
 // scan) and get an empty one. Once checkpointed in version 1, a missing one
 // is a lost file, and the segment is scanned for the owner to rebuild it.
 func TestMissingTxnIndexByCheckpointVersion(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts, logged := loggedOptions(1 << 10)
 	l, err := Open(dir, opts)

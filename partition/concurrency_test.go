@@ -13,6 +13,7 @@ import (
 // batches with dense offsets below the high watermark, and acknowledged
 // offsets must be unique.
 func TestConcurrentAppendReadRetention(t *testing.T) {
+	t.Parallel()
 	opts := smallSegments(8 << 10)
 	opts.RetentionAge = -1
 	opts.RetentionBytes = 64 << 10
@@ -100,6 +101,7 @@ func mustSize(t *testing.T, b []byte) int {
 
 // TestGroupCommit: concurrent appenders under SyncAlways share syncs.
 func TestGroupCommit(t *testing.T) {
+	t.Parallel()
 	for _, durable := range []bool{false, true} {
 		opts := Options{Sync: SyncPolicy{Kind: SyncAlways}, DurableVisibility: durable}
 		l, err := Open(t.TempDir(), opts)
@@ -138,6 +140,7 @@ func TestGroupCommit(t *testing.T) {
 // TestDurableVisibility: with DurableVisibility the high watermark never
 // passes the recovery point.
 func TestDurableVisibility(t *testing.T) {
+	t.Parallel()
 	l, err := Open(t.TempDir(), Options{Sync: SyncPolicy{Kind: SyncAlways}, DurableVisibility: true})
 	if err != nil {
 		t.Fatal(err)
@@ -166,6 +169,7 @@ func TestDurableVisibility(t *testing.T) {
 }
 
 func TestSyncPolicies(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		in   string
 		want SyncPolicy

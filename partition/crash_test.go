@@ -113,6 +113,7 @@ type ack struct {
 // there byte for byte, offsets are dense, and the indexes agree with the
 // log. Each round starts from the state the previous crash left.
 func TestCrashKill(t *testing.T) {
+	t.Parallel()
 	if os.Getenv(crashDirEnv) != "" {
 		t.Skip("in the child")
 	}
@@ -134,6 +135,7 @@ func TestCrashKillRecycling(t *testing.T) {
 	if !segment.ZeroFillSupported {
 		t.Skip("recycling follows zero fills, Linux only")
 	}
+	t.Parallel()
 	rounds := *crashRecycleRounds
 	if testing.Short() {
 		rounds = 5
@@ -269,6 +271,7 @@ func verifyDir(t *testing.T, dir string) {
 // MaxBatchSize survives an unclean reopen with a smaller one; recovery
 // must not cut it (and drop what follows).
 func TestRecoverBatchOverLoweredLimit(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	big := Options{MaxBatchSize: 1 << 20}
 	l, err := Open(dir, big)

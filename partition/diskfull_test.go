@@ -26,6 +26,7 @@ func mountTmpfs(t *testing.T, size string) string {
 }
 
 func TestDiskFull(t *testing.T) {
+	t.Parallel()
 	root := mountTmpfs(t, "1m")
 	filler := filepath.Join(root, "filler")
 	if err := os.WriteFile(filler, make([]byte, 256<<10), 0o644); err != nil {

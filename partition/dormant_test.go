@@ -120,6 +120,7 @@ func TestLazyOpenHoldsNothingAndChangesNothing(t *testing.T) {
 // the batches that were there; a Close then writes a new marker, and the
 // next lazy Open is dormant again with the same offsets.
 func TestLazyReadWakesTheLog(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := fillAndClose(t, dir, 50, time.Now().UnixMilli())
 	opts.Lazy = true
@@ -154,6 +155,7 @@ func TestLazyReadWakesTheLog(t *testing.T) {
 // crash afterwards is recovered as a crash: the next Open scans and keeps
 // what was appended.
 func TestLazyAppendRemovesMarkerFirst(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := fillAndClose(t, dir, 5, time.Now().UnixMilli())
 	opts.Lazy = true
@@ -188,6 +190,7 @@ func TestLazyAppendRemovesMarkerFirst(t *testing.T) {
 // A directory with no segment (a new partition) opens dormant, empty at
 // its log start; the first append creates the first segment there.
 func TestLazyFreshDirCreatesSegmentOnFirstAppend(t *testing.T) {
+	t.Parallel()
 	for _, start := range []int64{0, 40} {
 		dir := t.TempDir()
 		if start > 0 {
@@ -228,6 +231,7 @@ func TestLazyFreshDirCreatesSegmentOnFirstAppend(t *testing.T) {
 // A marker that is damaged, or empty as Kafka's is, makes the log open
 // eagerly, trusting only the marker's presence (no scan).
 func TestLazyDamagedMarkerOpensEagerly(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := fillAndClose(t, dir, 5, 1)
 	opts.Lazy = true
@@ -260,6 +264,7 @@ func TestLazyDamagedMarkerOpensEagerly(t *testing.T) {
 // log's back) fail the log at its first use instead of being appended
 // to at the wrong offset.
 func TestLazyMarkerDisagreeingWithSegmentsFailsTheLog(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := fillAndClose(t, dir, 5, 1)
 	opts.Lazy = true
@@ -298,6 +303,7 @@ func TestLazyMarkerDisagreeingWithSegmentsFailsTheLog(t *testing.T) {
 // Retention over a dormant log opens it only when something is due: by
 // size here.
 func TestLazyRetentionWakesOnlyWhenDue(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := fillAndClose(t, dir, 50, time.Now().UnixMilli())
 	opts.Lazy = true

@@ -10,6 +10,7 @@ import (
 // its replay rebuilt the aborted-transaction indexes of the scanned
 // segments); Abandon leaves it there for the next Open.
 func TestRecoveryPointWaitsForFinishRecovery(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l, err := Open(dir, smallSegments(1<<20))
 	if err != nil {

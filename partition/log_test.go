@@ -72,6 +72,7 @@ func sameBatch(t testing.TB, stored batch.Batch, sent []byte, base int64) {
 }
 
 func TestAppendReadReopen(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l, err := Open(dir, smallSegments(4096))
 	if err != nil {
@@ -135,6 +136,7 @@ func TestAppendReadReopen(t *testing.T) {
 }
 
 func TestReadLimits(t *testing.T) {
+	t.Parallel()
 	l, err := Open(t.TempDir(), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -178,6 +180,7 @@ func TestReadLimits(t *testing.T) {
 }
 
 func TestAppendRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l, err := Open(dir, Options{MaxBatchSize: 2000, Segment: segment.Options{MaxBytes: 3000}})
 	if err != nil {
@@ -222,6 +225,7 @@ func TestAppendRejectsBadInput(t *testing.T) {
 }
 
 func TestOffsetForTime(t *testing.T) {
+	t.Parallel()
 	l, err := Open(t.TempDir(), smallSegments(2048))
 	if err != nil {
 		t.Fatal(err)
@@ -241,6 +245,7 @@ func TestOffsetForTime(t *testing.T) {
 }
 
 func TestUncleanRecoveryTruncatesTornTail(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l, err := Open(dir, smallSegments(1<<20))
 	if err != nil {
@@ -292,6 +297,7 @@ func TestUncleanRecoveryTruncatesTornTail(t *testing.T) {
 }
 
 func TestRetention(t *testing.T) {
+	t.Parallel()
 	now := time.UnixMilli(1_000_000)
 	opts := smallSegments(1024)
 	opts.Now = func() time.Time { return now }
@@ -375,6 +381,7 @@ func TestRetention(t *testing.T) {
 // TestModel runs random append / roll / retention / reopen / crash
 // sequences against a model: the list of appended batches.
 func TestModel(t *testing.T) {
+	t.Parallel()
 	seeds := 20
 	if testing.Short() {
 		seeds = 3
@@ -468,6 +475,7 @@ func runModel(t *testing.T, seed uint64) {
 // and leaves the files to the maintainer; a crash before it deletes them
 // leaves segments wholly below the log start, which Open deletes.
 func TestRetentionCrashBeforeDelete(t *testing.T) {
+	t.Parallel()
 	now := time.UnixMilli(1_000_000)
 	opts := smallSegments(1024)
 	opts.Now = func() time.Time { return now }
@@ -525,6 +533,7 @@ func TestRetentionCrashBeforeDelete(t *testing.T) {
 // it drop the segments after it. (Without this: it once did, and the log
 // start ended above the log end.)
 func TestRetentionCrashTornBelowStart(t *testing.T) {
+	t.Parallel()
 	opts := smallSegments(1024)
 	opts.RetentionBytes = 2500
 	dir := t.TempDir()
@@ -579,6 +588,7 @@ func TestRetentionCrashTornBelowStart(t *testing.T) {
 // checkpointed) past offsets that a crash then lost. As Kafka does, Open
 // starts an empty log at the log start.
 func TestLogEndBelowStartAfterCrash(t *testing.T) {
+	t.Parallel()
 	opts := smallSegments(1024)
 	dir := t.TempDir()
 	l := openWith30(t, dir, opts, 0)
@@ -610,6 +620,7 @@ func TestLogEndBelowStartAfterCrash(t *testing.T) {
 // nil (before Close began) or ErrClosed, and never queues work for the
 // stopped maintainer (it once panicked, sending on its closed queue).
 func TestDeleteRecordsDuringClose(t *testing.T) {
+	t.Parallel()
 	opts := smallSegments(1024)
 	opts.Segment.Reserve = segment.ReserveZeroFill
 	for round := range 20 {

@@ -24,6 +24,7 @@ import (
 // snapshot at B, the only record of producers seen below it, was never
 // synced.
 func TestLogStartCheckpointedBeforeFirstSnapshotSync(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := smallSegments(4096)
 	opts.Snapshot = func(off int64) []byte { return []byte{1} }

@@ -32,6 +32,7 @@ func offsetTimeExpect(t testing.TB, l *Log, ts int64) int64 {
 }
 
 func TestOffsetForTimeModel(t *testing.T) {
+	t.Parallel()
 	for seed := uint64(1); seed <= 6; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 23))

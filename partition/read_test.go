@@ -15,6 +15,7 @@ import (
 // qualifying batch below the log start and clamps it up to the log start,
 // whose batch has a smaller timestamp.
 func TestOffsetForTimeBelowLogStart(t *testing.T) {
+	t.Parallel()
 	l, err := Open(t.TempDir(), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +45,7 @@ func TestOffsetForTimeBelowLogStart(t *testing.T) {
 // below the log start, instead of OFFSET_OUT_OF_RANGE. The readRaceHook knob runs
 // the DeleteRecordsBefore at exactly that point.
 func TestReadStaleLogStart(t *testing.T) {
+	t.Parallel()
 	l, err := Open(t.TempDir(), smallSegments(1024))
 	if err != nil {
 		t.Fatal(err)
@@ -81,6 +83,7 @@ func TestReadStaleLogStart(t *testing.T) {
 // The same race with real goroutines: Read(off) with off >= the log start
 // when called must return either the batch holding off or OFFSET_OUT_OF_RANGE.
 func TestReadRacingDeleteRecords(t *testing.T) {
+	t.Parallel()
 	l, err := Open(t.TempDir(), smallSegments(1024))
 	if err != nil {
 		t.Fatal(err)
@@ -135,6 +138,7 @@ func TestReadRacingDeleteRecords(t *testing.T) {
 // seal at the next Close writes {0, that offset} as the final entry, and a
 // lookup for timestamp 0 starts past the earlier batches with timestamp 0.
 func TestOffsetForTimeZeroTimestampAfterReopen(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := smallSegments(1 << 20)
 	l, err := Open(dir, opts)

@@ -60,6 +60,7 @@ func checkServedFromBase(t *testing.T, l *Log, assigned map[string]int64) {
 // records at offsets they were never assigned and leaves a gap from the
 // log start up to them.
 func TestRecoverFirstBatchAboveBaseSingle(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := smallSegments(1 << 20)
 	opts.Segment.Mode = segment.WriteMmap
@@ -94,6 +95,7 @@ func TestRecoverFirstBatchAboveBaseSingle(t *testing.T) {
 // is kept: the log serves batch 0's records as offsets 3..4, silently
 // loses offsets 2..4 as written, and has a gap 0..2.
 func TestRecoverFirstBatchAboveBaseRolled(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := smallSegments(1 << 20)
 	opts.Segment.Mode = segment.WriteMmap

@@ -126,6 +126,7 @@ func powerLossImage(t *testing.T, dir string, synced map[string][]byte) string {
 // not even scan it and keeps a hole in the middle of the log. Open now
 // syncs what it recovered above the recovery point.
 func TestRecoveredRolledSegmentSynced(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// No visibility syncer: a sync in flight would stage the appends
 	// below, out of the file at the crash.
@@ -204,6 +205,7 @@ func TestRecoveredRolledSegmentSynced(t *testing.T) {
 // a torn write: a rolled segment cut so took every later segment with it.
 // Now a full index leaves the remaining batches unindexed.
 func TestRecoverAfterIndexMaxBytesLowered(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := Options{Sync: SyncPolicy{Kind: SyncAlways}, NoRecycle: true,
 		Segment: segment.Options{MaxBytes: 80 << 10, IndexMaxBytes: 64 << 10, IndexIntervalBytes: 256, ReserveAhead: 64 << 10}}
@@ -239,6 +241,7 @@ func TestRecoverAfterIndexMaxBytesLowered(t *testing.T) {
 // policy: a sync of the remaining segments would have moved the recovery
 // point past the failed one, and a Flush checkpointed it.
 func TestFailedLogSyncsNothing(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []SyncKind{SyncNever, SyncInterval, SyncBytes} {
 		dir := t.TempDir()
 		opts := smallSegments(1 << 20)
@@ -271,6 +274,7 @@ func TestFailedLogSyncsNothing(t *testing.T) {
 // (unwritten blocks), which Recover does not count as cut. The segments
 // after it must go all the same, or the log has a gap of offsets.
 func TestZeroTailOfRolledSegmentDropsLaterSegments(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := smallSegments(1024)
 	l := openWith30(t, dir, opts, 1)

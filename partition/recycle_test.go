@@ -92,6 +92,7 @@ func checkDense(t *testing.T, l *Log) {
 // comes back as a later segment's file (same inode), the data read back
 // is exactly what was appended, and NoRecycle turns it off.
 func TestRecycleReusesRetiredFile(t *testing.T) {
+	t.Parallel()
 	if !segment.ZeroFillSupported {
 		t.Skip("recycling follows zero fills, Linux only")
 	}
@@ -150,6 +151,7 @@ func TestRecycleReusesRetiredFile(t *testing.T) {
 // the recovery point below the segment (it is scanned) and past it
 // (LoadTail would read the file to its end).
 func TestRecycledRolledSegmentCrash(t *testing.T) {
+	t.Parallel()
 	if !segment.ZeroFillSupported {
 		t.Skip("recycling follows zero fills, Linux only")
 	}
@@ -231,6 +233,7 @@ func TestRecycledRolledSegmentCrash(t *testing.T) {
 // file the spare, and the roll's taskSpare, finding the pool empty,
 // replaced it with a new file.)
 func TestSpareStaysRecycled(t *testing.T) {
+	t.Parallel()
 	if !segment.ZeroFillSupported {
 		t.Skip("recycling follows zero fills, Linux only")
 	}

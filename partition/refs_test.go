@@ -17,6 +17,7 @@ import (
 // reaches zero, so its files are never deleted (disk space never freed),
 // its mapping never unmapped, its descriptors never closed.
 func TestDroppedPrefaultLeaksSegmentRef(t *testing.T) {
+	t.Parallel()
 	opts := Options{
 		Segment:      segment.Options{MaxBytes: 4 << 20, IndexMaxBytes: 64 << 10, IndexIntervalBytes: 4096, ReserveAhead: 4096},
 		RetentionAge: -1,

@@ -36,6 +36,7 @@ func copyDir(t *testing.T, src, dst string) {
 // before a checkpoint covers 10, or a crash brings offsets 0..9 back.
 // (Without this: it returned at once.)
 func TestDeleteRecordsDurableWhenStartAhead(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := openWith30(t, dir, smallSegments(1024), 1)
 	defer l.Close()
@@ -79,6 +80,7 @@ func TestDeleteRecordsDurableWhenStartAhead(t *testing.T) {
 // segments below the log start and their snapshots with them, so no
 // snapshot below the log start is left for the engine to restore.
 func TestNoSnapshotBelowStartAfterCrash(t *testing.T) {
+	t.Parallel()
 	opts := smallSegments(1024)
 	opts.Snapshot = func(off int64) []byte { return []byte{1} }
 	dir := t.TempDir()
@@ -132,6 +134,7 @@ func mustParse(name string) int64 {
 // must not write its checkpoint after Kill returns (Kill leaves the files
 // as a crash would; the directory may be reopened at once).
 func TestNoRetentionWriteAfterKill(t *testing.T) {
+	t.Parallel()
 	opts := smallSegments(1024)
 	opts.RetentionBytes = 1
 	dir := t.TempDir()
@@ -162,6 +165,7 @@ func TestNoRetentionWriteAfterKill(t *testing.T) {
 // write, fsync or rename), rewrites the one that moved, and a log start
 // that retention moves reaches its file.
 func TestCheckpointRewrittenOnlyWhenMoved(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := openWith30(t, dir, smallSegments(1024), 1)
 	defer l.Close()
@@ -226,6 +230,7 @@ func TestCheckpointRewrittenOnlyWhenMoved(t *testing.T) {
 // (whatever retention.ms / retention.bytes say), so the next retention
 // deletes it. Here it stays until the next Open.
 func TestRetentionDeletesSegmentsBelowLogStart(t *testing.T) {
+	t.Parallel()
 	opts := smallSegments(1024)
 	opts.RetentionAge = -1 // retention.ms = -1, retention.bytes off
 	l, err := Open(t.TempDir(), opts)
@@ -269,6 +274,7 @@ func TestRetentionDeletesSegmentsBelowLogStart(t *testing.T) {
 // records go. Here they stay for as long as nothing is appended (and
 // segment.ms, by batch timestamps, never rolls an idle segment).
 func TestRetentionExpiredActiveSegment(t *testing.T) {
+	t.Parallel()
 	now := time.UnixMilli(1_000_000_000)
 	opts := smallSegments(1 << 20)
 	opts.Now = func() time.Time { return now }
@@ -304,6 +310,7 @@ func TestRetentionExpiredActiveSegment(t *testing.T) {
 // expire by retention.ms. Here a segment whose max timestamp is -1 never
 // expires by age.
 func TestRetentionNoTimestampSegments(t *testing.T) {
+	t.Parallel()
 	now := time.Now().Add(48 * time.Hour) // the files were written "two days ago"
 	opts := smallSegments(1024)
 	opts.Now = func() time.Time { return now }
@@ -337,6 +344,7 @@ func TestRetentionNoTimestampSegments(t *testing.T) {
 // timestamp (maxTimestamp -1). Here a segment whose first batch has no
 // timestamp never rolls by segment.ms.
 func TestRollAgeNoTimestamp(t *testing.T) {
+	t.Parallel()
 	now := time.UnixMilli(1_000_000_000)
 	opts := smallSegments(1 << 20)
 	opts.Now = func() time.Time { return now }

@@ -59,6 +59,7 @@ func rollSnapshotNames(t *testing.T, dir string) []string {
 // producer snapshot fails the append with ErrNoSpace and changes nothing;
 // once space returns the next append rolls and succeeds.
 func TestRollSnapshotDiskFull(t *testing.T) {
+	t.Parallel()
 	root := mountTmpfs(t, "4m")
 	dir := filepath.Join(root, "topic-0")
 	opts := smallSegments(64 << 10)
@@ -133,6 +134,7 @@ func TestRollSnapshotDiskFull(t *testing.T) {
 // TestPurgeRollSnapshotDiskFull: as above for a roll at the log
 // start (after a purge), whose snapshot is written synced.
 func TestPurgeRollSnapshotDiskFull(t *testing.T) {
+	t.Parallel()
 	root := mountTmpfs(t, "4m")
 	dir := filepath.Join(root, "topic-0")
 	opts := smallSegments(64 << 10)
@@ -183,6 +185,7 @@ func TestPurgeRollSnapshotDiskFull(t *testing.T) {
 // newest until the next roll removes it, and a .tmp left by a crash in
 // the middle of a snapshot write goes at Open.
 func TestStraySnapshotsManyRolls(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := smallSegments(4096)
 	opts.Snapshot = func(off int64) []byte { return []byte{byte(off)} }

@@ -14,6 +14,7 @@ import (
 // open). The log fails, the recovery point does not pass the roll, and
 // every batch appended before is there after a reopen.
 func TestSealSnapshotSyncFails(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []SyncKind{SyncNever, SyncAlways, SyncBytes} {
 		dir := t.TempDir()
 		opts := smallSegments(4096)

@@ -20,6 +20,7 @@ import (
 // batch was below it forgotten (§2.5: retention must not remove producer
 // entries), so their retries are written twice.
 func TestRollSnapshotLostByCrashAfterDeleteRecords(t *testing.T) {
+	t.Parallel()
 	opts := smallSegments(1024)
 	opts.Snapshot = func(off int64) []byte { return []byte{1} }
 	dir := t.TempDir()
@@ -90,6 +91,7 @@ func snapshotFiles(t *testing.T, dir string) []int64 {
 // leaves none in [first segment, log end]: the engine starts empty there
 // and forgets every producer seen only below.
 func TestRollSnapshotLostToCrashNeverRewritten(t *testing.T) {
+	t.Parallel()
 	opts := smallSegments(1024)
 	opts.Snapshot = func(off int64) []byte { return []byte{1} }
 	dir := t.TempDir()
@@ -147,6 +149,7 @@ func TestRollSnapshotLostToCrashNeverRewritten(t *testing.T) {
 // and forgets every producer (the missing-index rule only covers a log-start
 // move after the roll, not one before it).
 func TestRollAfterDeleteAllThenCrash(t *testing.T) {
+	t.Parallel()
 	opts := smallSegments(1024)
 	opts.Snapshot = func(off int64) []byte { return []byte{1} }
 	dir := t.TempDir()

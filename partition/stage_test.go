@@ -45,6 +45,7 @@ func fileBytes(t *testing.T, l *Log) []byte {
 }
 
 func TestStagedAppendsWaitForSyncEnd(t *testing.T) {
+	t.Parallel()
 	for _, durable := range []bool{false, true} {
 		// This test is the sync leader (startStaging, endStaging): no
 		// visibility syncer may sync meanwhile.
@@ -123,6 +124,7 @@ func TestStagedAppendsWaitForSyncEnd(t *testing.T) {
 // TestStagedRoll: a roll while staging writes the old segment's stage
 // before it leaves the writer, and staging goes on in the new segment.
 func TestStagedRoll(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := smallSegments(4096)
 	opts.Sync.Kind = SyncAlways
@@ -191,6 +193,7 @@ func stagedAfterOne(t *testing.T, dir string, opts Options) (*Log, []byte, Appen
 // TestStagedKillAndClose: a crash drops what is staged (none of it was
 // acknowledged); Close writes it.
 func TestStagedKillAndClose(t *testing.T) {
+	t.Parallel()
 	for _, kill := range []bool{true, false} {
 		dir, opts := t.TempDir(), Options{Sync: SyncPolicy{Kind: SyncAlways}}
 		l, _, _ := stagedAfterOne(t, dir, opts)
@@ -218,6 +221,7 @@ func TestStagedKillAndClose(t *testing.T) {
 // TestStagedFlushBound: a stage that reaches stageFlushBytes is written by
 // the next append, so a slow sync does not hold unbounded memory.
 func TestStagedFlushBound(t *testing.T) {
+	t.Parallel()
 	l, err := Open(t.TempDir(), Options{Sync: SyncPolicy{Kind: SyncAlways}, Segment: segment.Options{MaxBytes: 64 << 20}})
 	if err != nil {
 		t.Fatal(err)
@@ -243,6 +247,7 @@ func TestStagedFlushBound(t *testing.T) {
 // nothing and duplicate nothing; every acknowledged batch is durable, and
 // after a kill it is all there, in order.
 func TestStagedGroupCommit(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := smallSegments(64 << 10)
 	opts.Sync.Kind = SyncAlways
@@ -305,6 +310,7 @@ func TestStagedGroupCommit(t *testing.T) {
 // than count staged bytes that are in no file (it used to
 // acknowledge them, and reopening lost them).
 func TestStagedNoAckAfterKill(t *testing.T) {
+	t.Parallel()
 	for _, closing := range []bool{false, true} {
 		l, raw, res := stagedAfterOne(t, t.TempDir(), Options{Sync: SyncPolicy{Kind: SyncAlways}})
 		if closing {
@@ -334,6 +340,7 @@ func TestStagedNoAckAfterKill(t *testing.T) {
 // rolled segment sealed before the next sync is published by its seal, so
 // a reader below the high watermark does not skip its tail (reachable before staging too, by appends that do not wait).
 func TestDurableVisibilityRolledTailPublished(t *testing.T) {
+	t.Parallel()
 	opts := smallSegments(4096)
 	opts.Sync.Kind = SyncAlways
 	opts.DurableVisibility = true

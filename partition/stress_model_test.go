@@ -78,6 +78,7 @@ func (o *stressObs) add(t *testing.T, base, last int64, sum uint32) {
 // and reopen, every offset from the final log start on reads back with the
 // same payload, and the start and end are those at Close.
 func TestModelStress(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		sync SyncPolicy

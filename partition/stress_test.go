@@ -14,6 +14,7 @@ import (
 // Readers must never get an error other than out-of-range below the start,
 // nor a batch past the one asked for.
 func TestStressDurableVisibility(t *testing.T) {
+	t.Parallel()
 	for _, dv := range []bool{true, false} {
 		opts := smallSegments(4 << 10)
 		opts.Sync = SyncPolicy{Kind: SyncAlways}

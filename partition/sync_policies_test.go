@@ -12,6 +12,7 @@ import (
 // dense, the checkpointed recovery point is not past the log end, and
 // every segment base but the first has its snapshot.
 func TestPoliciesRollsKill(t *testing.T) {
+	t.Parallel()
 	policies := []SyncPolicy{{Kind: SyncNever}, {Kind: SyncAlways}, {Kind: SyncInterval, Interval: time.Millisecond}, {Kind: SyncBytes, Bytes: 2000}}
 	for _, pol := range policies {
 		dir := t.TempDir()

@@ -51,6 +51,7 @@ func syncRolled(t *testing.T, sync SyncPolicy) (l *Log, raw func(int) []byte, a 
 // whose seal failed returns success, and the checkpoint tells the next
 // Open not to scan it.
 func TestSealAfterFailedSealAcks(t *testing.T) {
+	t.Parallel()
 	l, raw, a, s1 := syncRolled(t, SyncPolicy{Kind: SyncAlways})
 	// S1's seal will fail: its descriptor becomes a read-only one of the
 	// same file, whose ftruncate fails (as an I/O error would fail it).
@@ -91,6 +92,7 @@ func TestSealAfterFailedSealAcks(t *testing.T) {
 // producer retrying it is acknowledged as a duplicate), and the recovery
 // point is checkpointed past it.
 func TestSealAfterFailedSyncAcks(t *testing.T) {
+	t.Parallel()
 	l, raw, a, s1 := syncRolled(t, SyncPolicy{Kind: SyncAlways})
 	if _, _, err := l.AppendBatch(mustValidate(t, raw(2)), nil); err != nil { // rolls S1: its seal queued
 		t.Fatal(err)
@@ -153,6 +155,7 @@ func mustValidate(t *testing.T, raw []byte) batch.Batch {
 // time.NewTicker(0), which panicked and took the whole process down. Open
 // refuses it now, and a bytes policy without bytes likewise.
 func TestZeroIntervalPanics(t *testing.T) {
+	t.Parallel()
 	for _, pol := range []SyncPolicy{{Kind: SyncInterval}, {Kind: SyncInterval, Interval: -time.Second}, {Kind: SyncBytes}} {
 		opts := smallSegments(1 << 20)
 		opts.Sync = pol
@@ -176,6 +179,7 @@ func TestZeroIntervalPanics(t *testing.T) {
 // TestSealDurableNotVisible); a batch that does not roll is left
 // behind indefinitely.
 func TestDurableVisibilityUnwaitedAppendInvisible(t *testing.T) {
+	t.Parallel()
 	opts := smallSegments(1 << 20)
 	opts.Sync = SyncPolicy{Kind: SyncAlways}
 	opts.DurableVisibility = true

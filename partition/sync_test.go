@@ -144,6 +144,7 @@ func segmentFD(t *testing.T, l *Log, base int64) int {
 // injected by swapping the segment's descriptor for a read-only one of the
 // same file (its ftruncate then fails, as an I/O error would fail it).
 func TestSyncAcksSegmentWhoseSealFailed(t *testing.T) {
+	t.Parallel()
 	raw := func(id int) []byte { return makeBatch(t, id, 2, 200, 1) }
 	n := int64(len(raw(0)))
 	opts := smallSegments(n + 10) // one batch per segment
@@ -218,6 +219,7 @@ func waitWaiters(t *testing.T, mu *sync.Mutex, n int32) {
 // the batch that rolled was not waited for (acks=0) and nothing else is
 // appended.
 func TestSealDurableNotVisible(t *testing.T) {
+	t.Parallel()
 	raw := func(id int) []byte { return makeBatch(t, id, 2, 200, 1) }
 	n := int64(len(raw(0)))
 	opts := smallSegments(n + 10) // one batch per segment

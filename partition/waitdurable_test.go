@@ -9,6 +9,7 @@ import (
 // WaitDurable past the log end is refused: no sync can ever cover it, and
 // the wait used to run fdatasyncs in a loop for ever.
 func TestWaitDurablePastLogEnd(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []SyncKind{SyncNever, SyncAlways} {
 		l, err := Open(t.TempDir(), Options{Sync: SyncPolicy{Kind: kind}})
 		if err != nil {
@@ -40,6 +41,7 @@ func TestWaitDurablePastLogEnd(t *testing.T) {
 // the writeback error to the seal's fsync, ours succeeded) leaves nothing
 // counted durable by that sync.
 func TestGroupSyncSeesFailureDuringItsSyncs(t *testing.T) {
+	t.Parallel()
 	l, err := Open(t.TempDir(), Options{Sync: SyncPolicy{Kind: SyncAlways}})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 // fallocate once they are large (one 200 KB batch per sync); under
 // SyncNever it never zero-fills. Everything appended reads back.
 func TestZeroFillFollowsSyncSize(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []SyncKind{SyncAlways, SyncNever} {
 		opts := Options{Sync: SyncPolicy{Kind: kind}, Segment: segment.Options{MaxBytes: 64 << 20, ReserveAhead: 256 << 10}}
 		l, err := Open(t.TempDir(), opts)
@@ -53,6 +54,7 @@ func TestZeroFillFollowsSyncSize(t *testing.T) {
 // appending gets up to ReserveAhead: many quiet partitions under
 // SyncAlways must not cost the device ReserveAhead of zeros each.
 func TestZeroFillBoundedByAppends(t *testing.T) {
+	t.Parallel()
 	const ahead = 4 << 20
 	dir := t.TempDir()
 	l, err := Open(dir, Options{Sync: SyncPolicy{Kind: SyncAlways}, Segment: segment.Options{MaxBytes: 64 << 20, ReserveAhead: ahead}})
