@@ -13,6 +13,7 @@ import (
 // keep them across a reopen; the count must rise; unknown and internal
 // topics are refused.
 func TestAddPartitions(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	cfg := map[string]string{"retention.ms": "60000", "segment.bytes": "1048576"}
@@ -101,6 +102,7 @@ func waitPartitionLocked(t *testing.T, n int, fns ...string) {
 // Kafka's CreatePartitions never creates a topic: a deleted one gets
 // UNKNOWN_TOPIC_OR_PARTITION.
 func TestAddPartitionsResurrectsDeletedTopic(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	if err := e.CreateTopic("t", 1); err != nil {
@@ -130,6 +132,7 @@ func TestAddPartitionsResurrectsDeletedTopic(t *testing.T) {
 // before e.mu. Kafka applies CreatePartitions one at a time: the second
 // finds 3 partitions and gets INVALID_PARTITIONS.
 func TestAddPartitionsConcurrentSameCount(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	if err := e.CreateTopic("t", 1); err != nil {

@@ -15,6 +15,7 @@ import (
 // default is valid, and values Kafka refuses are refused with Kafka's
 // message.
 func TestTopicConfigValidation(t *testing.T) {
+	t.Parallel()
 	for _, d := range topicConfigDefs {
 		if err := ValidateTopicConfig(map[string]string{d.name: d.def}); err != nil {
 			t.Errorf("%s's default %q: %v", d.name, d.def, err)
@@ -82,6 +83,7 @@ func configOf(t *testing.T, e *Engine, topic string) map[string]string {
 // SUBTRACT, each resource all or nothing, validate-only storing nothing,
 // and the result kept across a reopen.
 func TestIncrementalAlterTopicConfig(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	if err := e.CreateTopicWithConfig("t", 3, map[string]string{"retention.ms": "60000"}); err != nil {
@@ -172,6 +174,7 @@ func TestIncrementalAlterTopicConfig(t *testing.T) {
 // its next use, without a reopen: max.message.bytes at the next append,
 // segment.bytes at the next roll check, retention.ms at the next pass.
 func TestAlterTopicConfigApplies(t *testing.T) {
+	t.Parallel()
 	now := time.UnixMilli(1_000_000_000)
 	e := openEngine(t, t.TempDir(), Options{Now: func() time.Time { return now }})
 	defer e.Close()
@@ -217,6 +220,7 @@ func TestAlterTopicConfigApplies(t *testing.T) {
 // partitions' files were written and before partition 0's (the commit
 // point) reopens with partition 0's configs everywhere.
 func TestAlterTopicConfigCrash(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	if err := e.CreateTopicWithConfig("t", 3, map[string]string{"retention.ms": "60000"}); err != nil {
@@ -254,6 +258,7 @@ func TestAlterTopicConfigCrash(t *testing.T) {
 // OffsetFetch, commit and group request behind it, until the listener's
 // connections ran out.
 func TestOffsetsDoNotWaitForTopicOperations(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	if err := e.CreateTopic("t", 1); err != nil {

@@ -49,6 +49,7 @@ func calls(fn *ast.FuncDecl) map[string]bool {
 // read_uncommitted scan twice. It also reports no b.SetBytes, though it
 // scans bytes (and BenchmarkReadAll, the read benchmark, does).
 func TestReadCommittedBenchmarkHasAbortedTransactions(t *testing.T) {
+	t.Parallel()
 	fn := benchFuncBody(t, "BenchmarkReadCommitted")
 	c := calls(fn)
 	if !c["Abort"] {
@@ -106,6 +107,7 @@ func TestReadCommittedBenchmarkTimesOnlyItsScans(t *testing.T) {
 // The fix: a pool as large as b.N/GOMAXPROCS (built before ResetTimer),
 // or producers reset off the clock, or bumpEpoch timed and subtracted.
 func TestScalingBenchmarkBuildsBatchesOffTheClock(t *testing.T) {
+	t.Parallel()
 	fn := benchFuncBody(t, "BenchmarkScaling")
 	onClock := false
 	ast.Inspect(fn.Body, func(n ast.Node) bool {

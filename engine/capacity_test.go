@@ -41,6 +41,7 @@ func partitionDirs(t *testing.T, dir, prefix string) []string {
 // created, with POLICY_VIOLATION and a message naming the limit; the
 // engine goes on as before.
 func TestCreateTopicPastMaxPartitionsIsRefusedWhole(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e, err := Open(dir, Options{MaxPartitions: 10})
 	if err != nil {
@@ -84,6 +85,7 @@ func TestCreateTopicPastMaxPartitionsIsRefusedWhole(t *testing.T) {
 // CreateTopic("huge", 1000000) fails at once and cleanly under the
 // default options, and the engine stays usable.
 func TestCreateTopicOfAMillionPartitionsFailsCleanly(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e, err := Open(dir, Options{})
 	if err != nil {
@@ -229,6 +231,7 @@ func TestDescriptorExhaustionChild(t *testing.T) {
 // append that meets it and takes appends again once descriptors return;
 // the data dir then opens again with every acknowledged record.
 func TestDescriptorExhaustion(t *testing.T) {
+	t.Parallel()
 	if os.Getenv(fdChildDirEnv) != "" {
 		t.Skip("in the child")
 	}
@@ -292,6 +295,7 @@ func TestDescriptorExhaustion(t *testing.T) {
 // A creation that would leave less free disk than DiskReserve is refused
 // whole, naming the reserve.
 func TestCreateTopicPastDiskReserveIsRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e, err := Open(dir, Options{DiskReserve: 1 << 62})
 	if err != nil {

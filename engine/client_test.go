@@ -54,6 +54,7 @@ func clientReadAll(t *testing.T, e *Engine, p *Partition, iso Isolation, maxByte
 // commits what was written: the input offsets are committed while the
 // output they stand for was never written, so the input is lost.
 func TestTxnCommitAfterFailedSendCommitsPartialTransaction(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	if err := e.CreateTopic("in", 1); err != nil {
@@ -95,6 +96,7 @@ func TestTxnCommitAfterFailedSendCommitsPartialTransaction(t *testing.T) {
 // TransactionalProducer.Commit returns nil, so a consume-process-produce
 // loop of a zombie instance believes its transaction committed.
 func TestTxnCommitAfterFencedSendReturnsNil(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	if err := e.CreateTopic("out", 1); err != nil {
@@ -121,6 +123,7 @@ func TestTxnCommitAfterFencedSendReturnsNil(t *testing.T) {
 // aborted, compressed and not, read a few bytes at a time: exactly the
 // committed records, in order, no control batch.
 func TestConsumerReadCommittedInterleaved(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	if err := e.CreateTopic("t", 1); err != nil {
@@ -211,6 +214,7 @@ func sameSet(a, b []string) bool {
 // coordinator knows and nothing ever ends. The LSO stays at its batch for
 // good and read_committed consumers see nothing written after it.
 func TestProducerSendsTransactionalBatch(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	if err := e.CreateTopic("t", 1); err != nil {

@@ -54,6 +54,7 @@ func buildIn(t *testing.T, codec batch.Codec, pid int64, seq int32) []byte {
 // already in that codec is stored as sent; "producer" keeps the
 // producer's codec; a retry of a rebuilt batch is deduplicated.
 func TestTopicCompression(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	for topic, ct := range map[string]string{"gz": "gzip", "none": "uncompressed", "prod": "producer", "zs": "zstd"} {
@@ -115,6 +116,7 @@ func TestTopicCompression(t *testing.T) {
 // that has no key (INVALID_RECORD), writing nothing; a delete topic takes
 // it.
 func TestCompactedTopicKeys(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	if err := e.CreateTopicWithConfig("c", 1, map[string]string{"cleanup.policy": "compact,delete"}); err != nil {

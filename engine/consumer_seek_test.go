@@ -10,6 +10,7 @@ import (
 )
 
 func TestConsumerSeek(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	if err := e.CreateTopic("t", 1); err != nil {
 		t.Fatal(err)

@@ -28,6 +28,7 @@ func consumerSend(t *testing.T, pr *Producer, p *Partition, n int) {
 // UNKNOWN_TOPIC_OR_PARTITION (the Kafka listener here does too, via
 // admitOffset); the engine's Consumer.Commit does not check.
 func TestConsumerCommitResurrectsDeletedTopicOffsets(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	if err := e.CreateTopic("t", 1); err != nil {

@@ -31,6 +31,7 @@ func twoPartitions(t *testing.T, opts Options) (e *Engine, p0, p1 *Partition, a 
 // share the sync), and the deciding id answers CONCURRENT_TRANSACTIONS
 // without writing a marker (markers never precede a durable decision).
 func TestDecisionSyncReleasesMutex(t *testing.T) {
+	t.Parallel()
 	e, p0, p1, a := twoPartitions(t, alwaysOptions)
 	b, err := e.NewTransactionalProducer("b", time.Minute)
 	if err != nil {
@@ -87,6 +88,7 @@ func TestDecisionSyncReleasesMutex(t *testing.T) {
 // marker yet); under SyncNever no commit syncs that log, since nothing
 // else of the transaction is synced there either (waitDecision).
 func TestDecisionSyncFollowsPolicy(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		opts Options
@@ -145,6 +147,7 @@ func TestDecisionSyncFollowsPolicy(t *testing.T) {
 // left PrepareCommit (where a retry would write the markers of a decision
 // that may not be durable); a later commit decides again and succeeds.
 func TestDecisionSyncFailureWritesNoMarker(t *testing.T) {
+	t.Parallel()
 	e, p0, p1, tp := twoPartitions(t, alwaysOptions)
 	for _, p := range []*Partition{p0, p1} {
 		if err := txnSend(t, tp, p, 'a'); err != nil {

@@ -29,6 +29,7 @@ func coordStateBatchLen(t *testing.T, m *txnMeta) int {
 // ABORT, the timeout's fence and a new instance's fence all fail, and the
 // transaction stays Ongoing forever, pinning its partition's LSO.
 func TestRotatingDecisionTooLargeStuck(t *testing.T) {
+	t.Parallel()
 	const id = "r13"
 	ongoing := &txnMeta{id: id, pid: 0, prevPID: -1, nextPID: -1, epoch: epochExhausted, lastEpoch: -1,
 		timeout: time.Second, state: TxnOngoing, start: 0, tv2: true,

@@ -24,6 +24,7 @@ var powerCutSeeds = flag.Int("powercut.seeds", 12, "seeds of TestPowerCutTransac
 // values of the transactions whose commit returned, in the order sent.
 // -powercut.seeds=N runs more seeds.
 func TestPowerCutTransactionsRandom(t *testing.T) {
+	t.Parallel()
 	seeds := *powerCutSeeds
 	if testing.Short() {
 		seeds = 3

@@ -63,6 +63,7 @@ func reinitAndCommit(t *testing.T, e *Engine, id string, p *Partition, v byte, w
 // listed its partition: InitProducerID answered CONCURRENT_TRANSACTIONS
 // for ever and the last stable offset stayed pinned.
 func TestPowerCutAfterCommitV2KeepsIDUsable(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := powerLossOptions(t, "always")
 	e := openEngine(t, dir, opts)
@@ -109,6 +110,7 @@ func TestPowerCutAfterCommitV2KeepsIDUsable(t *testing.T) {
 // before its batches can be written, so the cut keeps it Ongoing and the
 // re-initialisation aborts it.
 func TestPowerCutAfterCommitV1DoesNotCommitNext(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := powerLossOptions(t, "always")
 	e := openEngine(t, dir, opts)
@@ -162,6 +164,7 @@ func TestPowerCutAfterCommitV1DoesNotCommitNext(t *testing.T) {
 // as fenced. Atomicity is not promised there, but every id must be usable
 // again.
 func TestPowerCutStateLogBehindPartitions(t *testing.T) {
+	t.Parallel()
 	for _, policy := range []string{"never", "interval=1h"} {
 		for _, syncedAtDecision := range []bool{true, false} {
 			name := policy + "/state-synced-at-init"
@@ -229,6 +232,7 @@ func powerCutStateLogBehind(t *testing.T, policy string, syncedAtDecision bool) 
 // partition and not the other. Recovery now aborts the whole transaction
 // with a fence: the commit is refused and nothing of it is visible.
 func TestPowerCutLosesAddedPartition(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := powerLossOptions(t, "never")
 	e := openEngine(t, dir, opts)
@@ -290,6 +294,7 @@ func TestPowerCutLosesAddedPartition(t *testing.T) {
 // record does not list, the transaction is fenced as in
 // TestPowerCutLosesAddedPartition.
 func TestPowerCutStateLogAtOngoing(t *testing.T) {
+	t.Parallel()
 	for _, openIn := range []int{1, 0} {
 		t.Run(fmt.Sprintf("open-in-out-%d", openIn), func(t *testing.T) {
 			dir := t.TempDir()

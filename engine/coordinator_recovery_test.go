@@ -16,6 +16,7 @@ import (
 // coordinator completes the COMMIT: the client is told committed, but the
 // data of the second partition was aborted. Atomicity is broken.
 func TestOpenSweepAbortsDecidedCommit(t *testing.T) {
+	t.Parallel()
 	var now atomic.Int64
 	now.Store(time.Now().UnixMilli())
 	clock := func() time.Time { return time.UnixMilli(now.Load()) }
@@ -84,6 +85,7 @@ func TestOpenSweepAbortsDecidedCommit(t *testing.T) {
 // Before, only the coordinator's first use failed (Kafka's broker keeps
 // serving and keeps retrying the marker).
 func TestEngineUnopenableWhenSweepFails(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	if _, err := e.Coordinator(); err != nil { // transactions used here

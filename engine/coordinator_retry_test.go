@@ -11,6 +11,7 @@ import (
 // failure (here a file in the way of __transaction_state's directory,
 // standing for a transient I/O error) is not kept for the engine's life.
 func TestCoordinatorOpenRetried(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	blocker := filepath.Join(dir, partitionKey(txnStateTopic, 0))

@@ -19,6 +19,7 @@ func txnSend(t *testing.T, tp *TransactionalProducer, p *Partition, v byte) erro
 }
 
 func TestTransactionCommitAbortAcrossPartitions(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	e.CreateTopic("out", 2)
@@ -82,6 +83,7 @@ func TestTransactionCommitAbortAcrossPartitions(t *testing.T) {
 }
 
 func TestZombieFencing(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	e.CreateTopic("out", 1)
@@ -123,6 +125,7 @@ func TestZombieFencing(t *testing.T) {
 }
 
 func TestTransactionTimeoutFences(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	e := openEngine(t, t.TempDir(), Options{Now: func() time.Time { return now }})
 	defer e.Close()
@@ -155,6 +158,7 @@ func TestTransactionTimeoutFences(t *testing.T) {
 }
 
 func TestCrashDuringCommitCompletesOnRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	e.CreateTopic("out", 3)
@@ -197,6 +201,7 @@ func TestCrashDuringCommitCompletesOnRestart(t *testing.T) {
 }
 
 func TestCoordinatorRequestErrors(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	c, err := e.Coordinator()
@@ -243,6 +248,7 @@ func TestCoordinatorRequestErrors(t *testing.T) {
 }
 
 func TestCrashBeforeDecisionAborts(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	now := time.Now()
 	opts := Options{Now: func() time.Time { return now }}
@@ -308,6 +314,7 @@ func TestCrashBeforeDecisionAborts(t *testing.T) {
 
 // KIP-360: a producer re-initializing with the pair it last had.
 func TestInitProducerIDExpected(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	c, _ := e.Coordinator()
@@ -362,6 +369,7 @@ func TestInitProducerIDExpected(t *testing.T) {
 }
 
 func TestTransactionalIDExpiry(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	now := time.Now()
 	opts := Options{Now: func() time.Time { return now }, TransactionalIDExpiration: time.Hour}
@@ -405,6 +413,7 @@ func TestTransactionalIDExpiry(t *testing.T) {
 // TestEndTxnStateTable is 3.5's table for transaction version 1: every
 // state against COMMIT and ABORT.
 func TestEndTxnStateTable(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	c, _ := e.Coordinator()
@@ -470,6 +479,7 @@ func TestEndTxnStateTable(t *testing.T) {
 // lost after the completion was recorded) are ended when the coordinator
 // opens, so they cannot pin the last stable offset.
 func TestOrphanSweep(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	e.CreateTopic("out", 2)

@@ -100,6 +100,7 @@ func exhaust(t *testing.T, c *Coordinator, tp *TransactionalProducer) {
 // with (next id, 0, sequence 0); the old id is fenced; a retry of the end
 // from (old id, exhausted epoch) gets the same answer and writes nothing.
 func TestEndTxnV2EpochRotation(t *testing.T) {
+	t.Parallel()
 	for _, commit := range []bool{true, false} {
 		name := map[bool]string{true: "commit", false: "abort"}[commit]
 		t.Run(name, func(t *testing.T) {
@@ -229,6 +230,7 @@ func TestEndTxnV2EpochRotation(t *testing.T) {
 // others, with the answer, the state and epoch after, and how many
 // transaction-state records the request wrote.
 func TestEndTxnV2StateTable(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	c, _ := e.Coordinator()
@@ -356,6 +358,7 @@ func TestEndTxnV2StateTable(t *testing.T) {
 // with none open is INVALID_TXN_STATE. At the exhausted epoch an empty
 // abort rotates the producer id like any end.
 func TestEndTxnV2EmptyAbort(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	e.CreateTopic("out", 1)
@@ -442,6 +445,7 @@ func TestEndTxnV2EmptyAbort(t *testing.T) {
 // INVALID_TXN_STATE; the bumped epoch itself is fenced. Commit retries
 // through this.
 func TestEndTxnV2PrepareRetry(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	e.CreateTopic("out", 2)
@@ -507,6 +511,7 @@ func TestEndTxnV2PrepareRetry(t *testing.T) {
 // that pair; the id's next transaction uses it; and the allocator never
 // hands the next id out again.
 func TestEndTxnV2RotationCrashRecovery(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	e.CreateTopic("out", 3)
@@ -587,6 +592,7 @@ func TestEndTxnV2RotationCrashRecovery(t *testing.T) {
 // instance goes on at the new id. (With a single bump its ABORT would pass for
 // the retry of the rotating end and take the new pair: un-fenced.)
 func TestTimeoutAtExhaustedEpochRotates(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	e := openEngine(t, t.TempDir(), Options{Now: func() time.Time { return now }})
 	defer e.Close()
@@ -644,6 +650,7 @@ func TestTimeoutAtExhaustedEpochRotates(t *testing.T) {
 // the coordinator's. A new instance goes on. (With a single bump
 // its ABORT would pass as a retry and un-fence it; TestCrashModel finds that.)
 func TestTimeoutAbortThenProducerAbort(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	e := openEngine(t, t.TempDir(), Options{Now: func() time.Time { return now }})
 	defer e.Close()
@@ -695,6 +702,7 @@ func TestTimeoutAbortThenProducerAbort(t *testing.T) {
 // after a rotation the previous pair is a retry; once the new id has
 // finished a transaction it is fenced too.
 func TestInitProducerIDAfterTV2End(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	e.CreateTopic("out", 1)
@@ -743,6 +751,7 @@ func TestInitProducerIDAfterTV2End(t *testing.T) {
 // rotated the producer id, the previous id at its last epoch; an orphan of
 // such an id at another epoch is aborted.
 func TestOrphanSweepVersion2(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	e.CreateTopic("out", 3)
@@ -794,6 +803,7 @@ func TestOrphanSweepVersion2(t *testing.T) {
 // TestTxnMetaEncoding: version 0 is written while there is no next
 // producer id and stays readable; version 1 carries it.
 func TestTxnMetaEncoding(t *testing.T) {
+	t.Parallel()
 	m := txnMeta{id: "enc", pid: 12, prevPID: 11, nextPID: -1, epoch: 3, lastEpoch: 2, timeout: 90 * time.Second,
 		state: TxnPrepareCommit, partitions: []TopicPartitionRef{{"a", 1}, {"bb", 2}}, start: 1000, lastUpdate: 2000, tv2: true}
 	same := func(a, b *txnMeta) bool { return reflect.DeepEqual(a, b) }

@@ -56,6 +56,7 @@ import (
 // Runs: go test ./engine -run 'TestCrashModel$' -crashmodel.seeds=N
 // -crashmodel.seed=S -crashmodel.ops=K (-v prints what each seed covered).
 func TestCrashModel(t *testing.T) {
+	t.Parallel()
 	seeds := *crashModelSeedsFlag
 	ops := *crashModelOpsFlag
 	if testing.Short() {
@@ -1127,6 +1128,7 @@ func (s *crashModelState) fullCheck() {
 // fenced producer is thereby reinstated: it sends and commits a new
 // transaction.
 func TestTimedOutProducerAbortUnfences(t *testing.T) {
+	t.Parallel()
 	clock := new(atomic.Int64)
 	clock.Store(1_700_000_000_000)
 	e := openEngine(t, t.TempDir(), crashModelOptions(clock))
@@ -1198,6 +1200,7 @@ func crashModelMappings() int {
 // segment, and a producer seen only below it is unknown: the retry of its
 // acknowledged batch is written a second time.
 func TestLostRollSnapshotForgetsProducer(t *testing.T) {
+	t.Parallel()
 	clock := new(atomic.Int64)
 	clock.Store(1_700_000_000_000)
 	dir := t.TempDir()

@@ -150,6 +150,7 @@ func segmentFiles(t *testing.T, dir, suffix string) []string {
 // The cut batch is lost and said so, the records before it keep their
 // offsets, and the next produce gets an offset no record had.
 func TestDamagedLastSegmentCutInsideBatch(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts, lines := damageOptions(1 << 20)
 	e := openEngine(t, dir, opts)
@@ -223,6 +224,7 @@ func TestDamagedLastSegmentCutInsideBatch(t *testing.T) {
 // segment and restarted the log at that offset. Nothing vouches for such a
 // value: every record stays, and a WARN names the file.
 func TestDamagedLogStartCheckpointPastLogEnd(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts, lines := damageOptions(64 << 10)
 	e := openEngine(t, dir, opts)
@@ -262,6 +264,7 @@ func TestDamagedLogStartCheckpointPastLogEnd(t *testing.T) {
 // segments must stay, the lost offsets stay unused, and a WARN names the
 // damaged file and the offsets lost.
 func TestDamagedOlderSegmentKeepsLaterSegments(t *testing.T) {
+	t.Parallel()
 	for _, damage := range []string{"zeroed", "emptied"} {
 		t.Run(damage, func(t *testing.T) {
 			dir := t.TempDir()
@@ -334,6 +337,7 @@ func TestDamagedOlderSegmentKeepsLaterSegments(t *testing.T) {
 // offset changed, or dropped so that it read as -1). The batch's checksum
 // tells; the group keeps its previous commit, and a WARN says so.
 func TestDamagedConsumerOffsetsRecord(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts, lines := damageOptions(1 << 20)
 	e := openEngine(t, dir, opts)
@@ -386,6 +390,7 @@ func TestDamagedConsumerOffsetsRecord(t *testing.T) {
 // transactions, read_committed consumers saw aborted records. The open
 // rebuilds it from the segment's markers and logs it.
 func TestDeletedTxnIndexRebuilt(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts, lines := damageOptions(700)
 	opts.Partition.Segment.IndexIntervalBytes = 0
@@ -441,6 +446,7 @@ func TestDeletedTxnIndexRebuilt(t *testing.T) {
 // end) came back. The next id must be past the block holding every id
 // found, and the derivation logged.
 func TestLostPIDWatermarkDerivedAboveItsBlock(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts, lines := damageOptions(1 << 20)
 	e := openEngine(t, dir, opts)
@@ -484,6 +490,7 @@ func TestLostPIDWatermarkDerivedAboveItsBlock(t *testing.T) {
 // leftover file, a corrupt producer snapshot set aside (WARN: producer state
 // comes from an older one and the log).
 func TestRecoveryActionsLogged(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts, lines := damageOptions(1 << 20)
 	e := openEngine(t, dir, opts)
@@ -538,6 +545,7 @@ func TestRecoveryActionsLogged(t *testing.T) {
 // is read as before, and a partition that predates the rule gets an empty
 // one.
 func TestDamagedTopicConfig(t *testing.T) {
+	t.Parallel()
 	setup := func(t *testing.T) (string, string) {
 		dir := t.TempDir()
 		e := openEngine(t, dir, Options{})

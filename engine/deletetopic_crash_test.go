@@ -33,6 +33,7 @@ var deleteCrashOffsets = map[TopicPartition]OffsetAndMetadata{
 // under its name must be empty and without committed offsets, before and
 // after another restart, and the other topic's offsets must be intact.
 func TestDeleteTopicCrash(t *testing.T) {
+	t.Parallel()
 	for _, policy := range []string{"always", "never"} {
 		for _, step := range []string{"intent", "tombstones", "renames", "returned"} {
 			t.Run(policy+"/"+step, func(t *testing.T) {
@@ -144,6 +145,7 @@ func TestDeleteTopicCrashChild(t *testing.T) {
 // the policy, a power cut kept the renames (the data dir is synced) and
 // lost the tombstones, and the topic created again found the old offsets.
 func TestDeleteTopicPowerCut(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := powerLossOptions(t, "never")
 	e := openEngine(t, dir, opts)

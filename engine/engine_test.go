@@ -42,6 +42,7 @@ func openEngine(t testing.TB, dir string, opts Options) *Engine {
 }
 
 func TestTopicNames(t *testing.T) {
+	t.Parallel()
 	good := []string{"a", "orders", "a.b_c-D9", string(bytes.Repeat([]byte("x"), 249))}
 	bad := []string{"", ".", "..", "a/b", "../x", "a b", "ü", string(bytes.Repeat([]byte("x"), 250)), "a\x00b"}
 	for _, n := range good {
@@ -65,6 +66,7 @@ func TestTopicNames(t *testing.T) {
 }
 
 func TestIdempotentAppendAndRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	if err := e.CreateTopic("t", 2); err != nil {
@@ -124,6 +126,7 @@ func TestIdempotentAppendAndRestart(t *testing.T) {
 }
 
 func TestDedupSurvivesCrash(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := Options{Partition: partition.Options{Segment: segment.Options{MaxBytes: 2048, IndexMaxBytes: 1024}}}
 	e := openEngine(t, dir, opts)
@@ -166,6 +169,7 @@ func TestDedupSurvivesCrash(t *testing.T) {
 }
 
 func TestConcurrentSameBatchWrittenOnce(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	e.CreateTopic("t", 1)
@@ -205,6 +209,7 @@ func TestConcurrentSameBatchWrittenOnce(t *testing.T) {
 }
 
 func TestProducerLimitAndExpiry(t *testing.T) {
+	t.Parallel()
 	now := time.UnixMilli(1_000_000_000)
 	opts := Options{MaxProducersPerPartition: 3, ProducerIDExpiration: time.Hour, Now: func() time.Time { return now }}
 	e := openEngine(t, t.TempDir(), opts)
@@ -241,6 +246,7 @@ func TestProducerLimitAndExpiry(t *testing.T) {
 }
 
 func TestProducerSend(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{Partition: partition.Options{Sync: partition.SyncPolicy{Kind: partition.SyncAlways}}})
 	defer e.Close()

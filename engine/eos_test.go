@@ -14,6 +14,7 @@ import (
 // output must hold every input record exactly once and the committed
 // offset must be the input's end.
 func TestConsumeProcessProduce(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	e.CreateTopic("in", 1)

@@ -19,6 +19,7 @@ import (
 // topic "t-". A Kafka client producing to partition -1 of "t" writes into
 // another topic.
 func TestPartitionNegativeIndexAliasesOtherTopic(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	if err := e.CreateTopic("t", 1); err != nil {
@@ -42,6 +43,7 @@ func TestPartitionNegativeIndexAliasesOtherTopic(t *testing.T) {
 // hands out an id already in use, and its watermark write rolls the file
 // back, so the next engine on the dir hands out the other's ids again.
 func TestInitProducerIDAfterClose(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e1 := openEngine(t, dir, Options{})
 	if err := e1.Close(); err != nil {
@@ -79,6 +81,7 @@ func TestInitProducerIDAfterClose(t *testing.T) {
 // after a metadata refresh), which Partition.Append gives; Send bypasses
 // Partition.gone and returns the bare partition.ErrClosed.
 func TestSendToDeletedTopic(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	if err := e.CreateTopic("t", 1); err != nil {
@@ -115,6 +118,7 @@ func TestSendToDeletedTopic(t *testing.T) {
 // no partition name, so the directory (the partition's data) stays for
 // ever.
 func TestLongNameDeleteLeftoverRemovedAtOpen(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	topic := strings.Repeat("x", 249)
 	e := openEngine(t, dir, Options{})
@@ -148,6 +152,7 @@ func TestLongNameDeleteLeftoverRemovedAtOpen(t *testing.T) {
 // conversion. 18446744073710 ms (~584 years, a legal Kafka value) wraps to
 // under a millisecond: every closed segment is deleted at once.
 func TestRetentionMsOverflowDeletesEverything(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	e := openEngine(t, t.TempDir(), Options{Now: func() time.Time { return now }})
 	defer e.Close()
@@ -179,6 +184,7 @@ func TestRetentionMsOverflowDeletesEverything(t *testing.T) {
 // NOT_LEADER, "a broker that is shutting down"), not with the log's
 // UNKNOWN_SERVER_ERROR.
 func TestAppendAfterCloseErrClosed(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{Partition: partition.Options{Segment: segment.Options{MaxBytes: 1 << 20}}})
 	if err := e.CreateTopic("t", 1); err != nil {
 		t.Fatal(err)
@@ -197,6 +203,7 @@ func TestAppendAfterCloseErrClosed(t *testing.T) {
 // closed engine again): every Open/Close cycle that used offsets leaks the
 // engine, its partitions' producer tables and the committed offsets.
 func TestOffsetStoreReleasedAtClose(t *testing.T) {
+	t.Parallel()
 	collected := make(chan struct{})
 	func() {
 		e, err := Open(t.TempDir(), Options{})
@@ -230,6 +237,7 @@ func TestOffsetStoreReleasedAtClose(t *testing.T) {
 // overflows to -1 ms, and every batch is then "too old" for its segment:
 // each append rolls a new segment.
 func TestSegmentMsOverflowRollsEveryAppend(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	defer e.Close()
@@ -256,6 +264,7 @@ func TestSegmentMsOverflowRollsEveryAppend(t *testing.T) {
 // topic config accepts it and hands 0 to the partition, where 0 means
 // "off": the topic keeps everything for ever.
 func TestRetentionBytesZeroIsUnlimited(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	err := e.CreateTopicWithConfig("t", 1, map[string]string{"retention.bytes": "0", "segment.bytes": "4096"})

@@ -73,6 +73,7 @@ type linStats struct {
 }
 
 func TestLinearizability(t *testing.T) {
+	t.Parallel()
 	n := linDefaultHistories
 	if *linHistories > 0 {
 		n = *linHistories
@@ -142,6 +143,7 @@ func TestLinearizability(t *testing.T) {
 // reported non-linearizable; and against the right model, hand-made
 // histories with wrong answers must be illegal.
 func TestLinearizabilityCatchesBrokenModel(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	for _, mut := range []linMutation{linMutNoDedup, linMutNoFence, linMutOffByOne} {
 		model := linModel(mut)

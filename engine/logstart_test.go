@@ -19,6 +19,7 @@ import (
 // afterwards: the release must not delete the new topic's files, which sit
 // at the old path.
 func TestLateReleaseAfterDeleteTopic(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := Options{Partition: partition.Options{Segment: segment.Options{MaxBytes: 1024, IndexMaxBytes: 1024}}}
 	e := openEngine(t, dir, opts)
@@ -65,6 +66,7 @@ func TestLateReleaseAfterDeleteTopic(t *testing.T) {
 // pull the last stable offset below the log start, as in Kafka: a consumer
 // that seeks to the LSO must find an offset it can fetch.
 func TestLSONotBelowLogStart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	e.CreateTopic("t", 1)
@@ -96,6 +98,7 @@ func TestLSONotBelowLogStart(t *testing.T) {
 // replayed from max(B, X), skipped the commit marker and left the
 // transaction open, pinning the LSO below the log start for ever.)
 func TestReplayFromSnapshotBelowLogStart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := Options{Partition: partition.Options{Segment: segment.Options{MaxBytes: 1024, IndexMaxBytes: 1024}}}
 	e := openEngine(t, dir, opts)

@@ -13,6 +13,7 @@ import (
 // fenced) without the embedding program calling AbortTimedOut, and the
 // last stable offset it pinned moves on.
 func TestEngineMaintenanceAbortsTimedOutTransaction(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{MaintainInterval: 20 * time.Millisecond})
 	defer e.Close()
 	if err := e.CreateTopic("t", 1); err != nil {

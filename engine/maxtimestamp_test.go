@@ -28,6 +28,7 @@ func setBatchMaxTimestamp(b batch.Batch, ts int64) {
 }
 
 func TestCorrectedRetryAllCodecs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	if err := e.CreateTopic("t", 1); err != nil {
@@ -93,6 +94,7 @@ func TestCorrectedRetryAllCodecs(t *testing.T) {
 }
 
 func TestEdgeTimestamps(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	if err := e.CreateTopic("t", 1); err != nil {
@@ -126,6 +128,7 @@ func TestEdgeTimestamps(t *testing.T) {
 }
 
 func TestSameSliceTwoPartitions(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	if err := e.CreateTopic("t", 2); err != nil {
@@ -156,6 +159,7 @@ func TestSameSliceTwoPartitions(t *testing.T) {
 // client batch flagged LogAppendTime has its records read at the header's
 // max, and the attribute rewritten to CreateTime, CRC resealed.
 func TestClientLogAppendTimeBatch(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	if err := e.CreateTopic("t", 1); err != nil {

@@ -12,6 +12,7 @@ import (
 // than its format allows is refused as corrupt by its size, not read: here
 // each is made a sparse TiB.
 func TestMetadataFilesBounded(t *testing.T) {
+	t.Parallel()
 	for _, file := range []string{pidFile, filepath.Join("t-0", topicConfigFile), filepath.Join("t-0", partitionMetadataFile)} {
 		dir := t.TempDir()
 		e := openEngine(t, dir, Options{})

@@ -20,6 +20,7 @@ import (
 // its directory (with an id the engine no longer knows) blocks recreation.
 // Kafka truncates the topic in the delete-dir name for this reason.
 func TestDeleteTopicLongName(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	defer e.Close()
@@ -45,6 +46,7 @@ func TestDeleteTopicLongName(t *testing.T) {
 // checked, so the overrides after it are dropped and Open succeeds with
 // the engine's defaults, while the same invalid line alone makes Open fail.
 func TestTopicConfigLongLineIgnored(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	if err := e.CreateTopicWithConfig("t", 1, map[string]string{"retention.ms": "1000"}); err != nil {
@@ -71,6 +73,7 @@ func TestTopicConfigLongLineIgnored(t *testing.T) {
 // as is: InitProducerID then hands out negative producer ids (-1 is "no
 // producer id").
 func TestJPIDWatermarkNegative(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var buf [12]byte
 	binary.BigEndian.PutUint64(buf[:], uint64(0xFFFFFFFFFFFFFFFF)) // -1
@@ -91,6 +94,7 @@ func TestJPIDWatermarkNegative(t *testing.T) {
 // by its directory name, so Partition("t", 0) cannot find it while Topics
 // reports it, and CreateTopic makes a second partition 0 ("t-0").
 func TestNonCanonicalPartitionDir(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	if err := e.CreateTopic("t", 1); err != nil {
@@ -122,6 +126,7 @@ func TestNonCanonicalPartitionDir(t *testing.T) {
 // that temporary directory, which Open removes, and the retry creates the
 // partition with its config.
 func TestCreateTopicWithConfigCrashLosesConfig(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	e.Kill()
@@ -154,6 +159,7 @@ func TestCreateTopicWithConfigCrashLosesConfig(t *testing.T) {
 // A __transaction_state record with an unknown value version makes Open
 // fail with an untyped error (errTxnValue is errors.New, no errcode).
 func TestTxnStateCorruptTypedError(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	if _, err := e.Coordinator(); err != nil {
@@ -184,6 +190,7 @@ func TestTxnStateCorruptTypedError(t *testing.T) {
 // Corrupt partition.metadata and producer-id-block make Open fail with
 // untyped errors (plain fmt.Errorf, no sentinel to errors.Is against).
 func TestCorruptMetadataTypedError(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ file, content string }{
 		{filepath.Join("t-0", partitionMetadataFile), "version: 7\ntopic_id: x\n"},
 		{pidFile, "short"},
@@ -215,6 +222,7 @@ func TestCorruptMetadataTypedError(t *testing.T) {
 // and write the same segments. The second Open fails with ErrDirLocked
 // until the first engine is closed or killed.
 func TestDataDirLocked(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	if _, err := Open(dir, Options{}); !errors.Is(err, ErrDirLocked) {

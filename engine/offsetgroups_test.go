@@ -9,6 +9,7 @@ import (
 // which GroupHasOffsets holds: committed offsets or pending transactional
 // ones, not deleted ones, after a reopen too.
 func TestOffsetGroups(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	want := func(e *Engine, groups ...string) {

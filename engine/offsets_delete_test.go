@@ -23,6 +23,7 @@ func sameOffsetsPartition(group string) string {
 }
 
 func TestDeleteGroupOffsets(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	const g = "g"
@@ -144,6 +145,7 @@ func TestDeleteGroupOffsets(t *testing.T) {
 // one offsets partition: whatever the interleaving, the live state is the
 // one a replay of the log rebuilds.
 func TestDeleteGroupOffsetsConcurrent(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	const group = "g"
@@ -224,6 +226,7 @@ func liveIsReplayed(t *testing.T, e *Engine, dir, group string) *Engine {
 // deletion is applied in memory, installs its offsets: they are later in
 // the log than the tombstone.
 func TestDeleteGroupOffsetsMarkerAfterTombstone(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	const g = "g"
@@ -258,6 +261,7 @@ func TestDeleteGroupOffsetsMarkerAfterTombstone(t *testing.T) {
 // registration: otherwise a COMMIT marker written meanwhile, before the
 // tombstones, would install offsets after the deletion was applied.
 func TestDeleteGroupOffsetsWaitsForTxnRegistration(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	const g = "g"

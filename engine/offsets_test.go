@@ -11,6 +11,7 @@ import (
 )
 
 func TestOffsetsGroupPartition(t *testing.T) {
+	t.Parallel()
 	// Expected values: Java's String.hashCode in int32 arithmetic, then
 	// Kafka's Utils.abs (MIN_VALUE -> 0) mod 8.
 	cases := []struct {
@@ -70,6 +71,7 @@ func wantOffsets(t *testing.T, e *Engine, group string, stable bool, want map[To
 }
 
 func TestOffsetsCommitFetch(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	t0, t1 := TopicPartition{"orders", 0}, TopicPartition{"orders", 1}
@@ -130,6 +132,7 @@ func TestOffsetsCommitFetch(t *testing.T) {
 }
 
 func TestOffsetsTransactional(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	const group = "group-1"
@@ -241,6 +244,7 @@ func TestOffsetsTransactional(t *testing.T) {
 // A marker written between a transactional commit's write and its
 // registration ends the commit's transaction.
 func TestOffsetsMarkerBeforeRegistration(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	tp := TopicPartition{"t", 0}
@@ -265,6 +269,7 @@ func TestOffsetsMarkerBeforeRegistration(t *testing.T) {
 // Commits racing markers of the same producer: whatever the interleaving,
 // the live state is the one a replay of the log rebuilds.
 func TestOffsetsConcurrentMarkers(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	const group = "g"
@@ -316,6 +321,7 @@ func storeOf(e *Engine) *offsetStore {
 // its registration: it compares against the plain offset the tombstone is
 // about to delete, loses, and the deletion then leaves nothing.
 func TestMarkerInTombstoneWindowLostAgainstDeletedOffset(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	const g = "g"
@@ -367,6 +373,7 @@ func TestMarkerInTombstoneWindowLostAgainstDeletedOffset(t *testing.T) {
 // Expected values printed by OpenJDK 17 (String.hashCode of the decoded
 // bytes).
 func TestGroupPartitionInvalidUTF8MatchesJava(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		group string
 		hash  int32 // Java: new String(group bytes, UTF_8).hashCode()

@@ -31,6 +31,7 @@ func (l *lockedBuffer) String() string {
 // parallel open, each partition with all it held, and an open longer
 // than the open's progress interval logs how far it got and what it opened.
 func TestOpenRecoversPartitionsInParallelAndLogsProgress(t *testing.T) {
+	t.Parallel()
 	const parts = 40
 	dir := t.TempDir()
 	e, err := Open(dir, Options{})

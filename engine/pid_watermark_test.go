@@ -14,6 +14,7 @@ import (
 // a new producer's first batch is taken as an old producer's retry of the
 // same sequence, acknowledged with the old offsets and never written.
 func TestPIDWatermarkLostAbovePartitionState(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	if err := e.CreateTopic("t", 1); err != nil {
@@ -63,6 +64,7 @@ func TestPIDWatermarkLostAbovePartitionState(t *testing.T) {
 // The same for the transaction coordinator's records: a transactional id's
 // producer id must not be handed to another producer.
 func TestPIDWatermarkLostAboveTransactionalIDs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	c, err := e.Coordinator()

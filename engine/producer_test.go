@@ -24,6 +24,7 @@ func producerTestBatch(t *testing.T, pid int64, epoch int16, seq int32, n int, t
 // the newest data batch's timestamp instead, so a producer whose last
 // activity was a marker expires at load although it was live before.
 func TestRestartKeepsProducerLastTimestamp(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	var clock atomic.Int64
@@ -68,6 +69,7 @@ func TestRestartKeepsProducerLastTimestamp(t *testing.T) {
 // docs/SEMANTICS.md §2.3 rule 5 / Kafka ProducerAppendInfo.checkProducerEpoch: epoch
 // below -1 for a new producer is INVALID_PRODUCER_EPOCH, nothing written.
 func TestEngineNegativeEpochRejected(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	e.CreateTopic("t", 1)
@@ -85,6 +87,7 @@ func TestEngineNegativeEpochRejected(t *testing.T) {
 // changes nothing; the producer rule's test keeps the wrap case. A batch
 // whose count and records agree but are out of step is refused too.
 func TestEngineRetryAfterWrapWrittenTwice(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	e.CreateTopic("t", 1)
@@ -126,6 +129,7 @@ func TestEngineRetryAfterWrapWrittenTwice(t *testing.T) {
 // deterministically through the guarded steps (verify.go), and the cases
 // around it.
 func TestVerifyThenAbortThenAppendHangs(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	if err := e.CreateTopic("t", 1); err != nil {
@@ -219,6 +223,7 @@ func TestVerifyThenAbortThenAppendHangs(t *testing.T) {
 // opens with all of them (Kafka's rebuild from the log never refuses); the
 // cap then applies to new producers only.
 func TestReopenWithLowerProducerLimit(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	if err := e.CreateTopic("t", 1); err != nil {

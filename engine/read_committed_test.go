@@ -26,6 +26,7 @@ func readCommittedBatch(t *testing.T, pid int64, seq int32, txn bool, vals []uin
 // consumer must see exactly the plain records and the committed ones, in
 // offset order.
 func TestReadCommittedModel(t *testing.T) {
+	t.Parallel()
 	for seed := uint64(1); seed <= 200; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { readCommittedModel(t, seed) })
 	}
@@ -230,6 +231,7 @@ func readCommittedModel(t *testing.T, seed uint64) {
 // (a log start that DeleteRecordsBefore moved into it, or a committed offset
 // inside it) re-delivers, or delivers deleted, records.
 func TestConsumerDeliversRecordsBelowPosition(t *testing.T) {
+	t.Parallel()
 	for _, iso := range []Isolation{ReadUncommitted, ReadCommitted} {
 		e := openEngine(t, t.TempDir(), Options{})
 		e.CreateTopic("t", 1)

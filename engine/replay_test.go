@@ -20,6 +20,7 @@ import (
 // rebuilds, writes the snapshots, and every producer's retry is a
 // duplicate.
 func TestReplaySnapshotWriteDiskFull(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	if err := unix.Mount("tmpfs", root, "tmpfs", 0, "size=16m"); err != nil {
 		t.Fatalf("cannot mount a tmpfs: %v", err)

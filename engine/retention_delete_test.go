@@ -7,6 +7,7 @@ import (
 // ApplyRetention racing DeleteTopic: the deleted partitions have no
 // retention left to apply, which is no error.
 func TestApplyRetentionSkipsDeletedTopic(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	for _, topic := range []string{"a", "b"} {
 		if err := e.CreateTopic(topic, 2); err != nil {

@@ -41,6 +41,7 @@ func snapshotBases(t *testing.T, dir string) []int64 {
 // none (writeSnapshot keeps only the newest three), starts empty and
 // writes the retry a second time.
 func TestMissingIndexAfterRetentionForgetsProducer(t *testing.T) {
+	t.Parallel()
 	dir, opts, e, p, retry := snapshotRetentionSetup(t, 8)
 	pdir := filepath.Join(dir, "t-0")
 	bases := snapshotBases(t, pdir)
@@ -121,6 +122,7 @@ func snapshotRetentionSetup(t *testing.T, segments int) (dir string, opts Option
 // at or above the first segment, starts empty there, and producer 1's
 // retry of its only batch is written a second time.
 func TestProducerLostAfterRollSnapshotCrashAndDeleteRecords(t *testing.T) {
+	t.Parallel()
 	dir, opts, e, _, retry := snapshotRetentionSetup(t, 2) // one roll
 	pdir := filepath.Join(dir, "t-0")
 	second := snapshotBases(t, pdir)[1]
@@ -168,6 +170,7 @@ func TestProducerLostAfterRollSnapshotCrashAndDeleteRecords(t *testing.T) {
 // deletes it with its snapshot, the engine finds none at or above the
 // first segment, starts empty, and producer 1's retry is written again.
 func TestProducerLostAfterPurgeRollCrash(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := Options{Partition: partition.Options{RollAge: time.Hour}}
 	e := openEngine(t, dir, opts)

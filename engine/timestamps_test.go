@@ -32,6 +32,7 @@ func firstBatch(t *testing.T, p *Partition, offset int64) batch.Batch {
 // records and producer fields as sent; a deduplicated retry answers the
 // original's append time; a producer's own LogAppendTime batch is refused.
 func TestLogAppendTime(t *testing.T) {
+	t.Parallel()
 	now := time.UnixMilli(5_000_000)
 	e := openEngine(t, t.TempDir(), Options{Now: func() time.Time { return now }})
 	defer e.Close()
@@ -87,6 +88,7 @@ func TestLogAppendTime(t *testing.T) {
 // included, whatever its other records; -1 passes; the deprecated
 // difference.max.ms stands in for a side left unset.
 func TestTimestampBounds(t *testing.T) {
+	t.Parallel()
 	now := time.UnixMilli(10_000_000)
 	e := openEngine(t, t.TempDir(), Options{Now: func() time.Time { return now }})
 	defer e.Close()

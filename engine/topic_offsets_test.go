@@ -9,6 +9,7 @@ import (
 // starts without them, before and after a restart. Other topics' offsets
 // stay.
 func TestDeleteTopicDeletesCommittedOffsets(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	for _, topic := range []string{"t", "u"} {
@@ -57,6 +58,7 @@ func TestDeleteTopicDeletesCommittedOffsets(t *testing.T) {
 // A topic deleted where no offsets were ever committed does not create the
 // internal offsets topic.
 func TestDeleteTopicWithoutOffsetsStore(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	if err := e.CreateTopic("t", 1); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 // TestTopicConfig: a topic's max.message.bytes bounds its batches and no
 // other topic's, survives a reopen, and bad configs are refused.
 func TestTopicConfig(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e, err := Open(dir, Options{})
 	if err != nil {

@@ -39,6 +39,7 @@ func chanClosed(ch <-chan struct{}) bool {
 // the last stable offset moved: a read_committed long-poll woken by it sees
 // the new LSO.
 func TestPartitionAdvancedCoversLSO(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	if err := e.CreateTopic("t", 1); err != nil {
@@ -109,6 +110,7 @@ func TestPartitionAdvancedCoversLSO(t *testing.T) {
 }
 
 func TestDeleteTopic(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	if err := e.CreateTopic("t", 3); err != nil {
@@ -275,6 +277,7 @@ func TestDeleteTopic(t *testing.T) {
 // finishes it. A crash between two partitions' renames leaves the topic
 // with its first partitions.
 func TestDeleteTopicCrashLeftovers(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	for _, topic := range []string{"gone", "half"} {
@@ -347,6 +350,7 @@ func TestDeleteTopicCrashLeftovers(t *testing.T) {
 // Appends, reads and parked long-polls racing a DeleteTopic get errors,
 // never a crash or a read of freed memory.
 func TestDeleteTopicInFlight(t *testing.T) {
+	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{Partition: partition.Options{Segment: segment.Options{MaxBytes: 8192}}})
 	defer e.Close()
 	if err := e.CreateTopic("t", 2); err != nil {
@@ -446,6 +450,7 @@ func readMetadataFile(t *testing.T, dir, name string) string {
 }
 
 func TestTopicIDs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	if err := e.CreateTopic("a", 1); err != nil {
@@ -600,6 +605,7 @@ func TestTopicIDs(t *testing.T) {
 // without compaction, deleting one would lose offsets or transaction
 // state.
 func TestInternalTopicsExemptFromRetention(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	now := time.Now()
 	var clockMu sync.Mutex

@@ -23,6 +23,7 @@ func txnBatch(t testing.TB, pid int64, epoch int16, seq int32, n int) []byte {
 }
 
 func TestLastStableOffsetAndMarkers(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	e.CreateTopic("t", 1)
@@ -152,6 +153,7 @@ func valueBatch(t *testing.T, pid int64, seq int32, txn bool, values ...byte) []
 }
 
 func TestReadCommittedHidesAborted(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := Options{Partition: partition.Options{Segment: segment.Options{MaxBytes: 600, IndexMaxBytes: 1024}}}
 	e := openEngine(t, dir, opts)
@@ -226,6 +228,7 @@ func mustBase(t *testing.T, path string) int64 {
 }
 
 func TestVerifyChecksTxnIndex(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	e.CreateTopic("t", 1)
@@ -262,6 +265,7 @@ func TestVerifyChecksTxnIndex(t *testing.T) {
 // restart the snapshot's open transactions come back in table order, not
 // first-offset order: the LSO must still be the oldest first offset.
 func TestBLSOAfterCleanRestartSeveralOpenTxns(t *testing.T) {
+	t.Parallel()
 	for _, order := range [][]int64{{1, 2}, {2, 1}, {100, 7}, {7, 100}, {5, 3, 9, 1}} {
 		dir := t.TempDir()
 		e := openEngine(t, dir, Options{})
@@ -294,6 +298,7 @@ func TestBLSOAfterCleanRestartSeveralOpenTxns(t *testing.T) {
 // txnindex scan too early (TransactionIndex.collectAbortedTxns isComplete)
 // and misses a later-indexed abort: aborted records are delivered.
 func TestAbortIndexLSOAfterRestartLeaksAbortedData(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := Options{Partition: partition.Options{Segment: segment.Options{MaxBytes: 2048, IndexMaxBytes: 1024}}}
 	e := openEngine(t, dir, opts)
@@ -363,6 +368,7 @@ func TestAbortIndexLSOAfterRestartLeaksAbortedData(t *testing.T) {
 // too, and the timeout sweep skips Prepare states, so the partition that
 // missed its marker keeps its LSO pinned until a restart.
 func TestBV1MarkerFailureNeverRetried(t *testing.T) {
+	t.Parallel()
 	var now atomic.Int64
 	now.Store(time.Now().UnixMilli())
 	clock := func() time.Time { return time.UnixMilli(now.Load()) }
@@ -428,6 +434,7 @@ func TestBV1MarkerFailureNeverRetried(t *testing.T) {
 // new, never-committed transaction's data: read_committed shows records the
 // client never committed (it would have aborted or retried).
 func TestOrphanSweepCommitsUncommittedTV1Txn(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, alwaysOptions)
 	e.CreateTopic("out", 1)
@@ -503,6 +510,7 @@ func TestOrphanSweepCommitsUncommittedTV1Txn(t *testing.T) {
 // spec 3.4) and the __consumer_offsets partition's LSO is pinned: no timeout
 // or later EndTxn ends it, since the coordinator does not know about it.
 func TestLateTxnOffsetCommitAfterAbortHangs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	defer e.Close()
@@ -555,6 +563,7 @@ func TestLateTxnOffsetCommitAfterAbortHangs(t *testing.T) {
 // transaction's offsets stay pending for ever (UNSTABLE_OFFSET_COMMIT) and
 // never become the group's offsets.
 func TestOffsetsStoreMissesMarkerAppendedDuringOpen(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := Options{Partition: partition.Options{Sync: partition.SyncPolicy{Kind: partition.SyncAlways}, DurableVisibility: true}}
 	e := openEngine(t, dir, opts)
@@ -603,6 +612,7 @@ func TestOffsetsStoreMissesMarkerAppendedDuringOpen(t *testing.T) {
 // first asks for the coordinator (which one that only reads may never do):
 // until then their LSO hid everything after them from read_committed.
 func TestRestartCompletesDecidedWithoutCoordinatorCall(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	e.CreateTopic("out", 2)

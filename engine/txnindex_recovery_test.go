@@ -23,6 +23,7 @@ import (
 // transaction is forgotten. read_committed delivers the aborted record and
 // the open transaction's record, and the LSO is the high watermark.
 func TestFailedProducerLoadLosesAbortIndex(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	if err := e.CreateTopic("t", 1); err != nil {
@@ -112,6 +113,7 @@ func txnIndexFill(t *testing.T, p *Partition) {
 // that snapshot are never rebuilt, and read_committed shows their aborted
 // records.
 func TestCrashAfterLogRecoveryLosesAbortIndex(t *testing.T) {
+	t.Parallel()
 	opts := Options{Partition: partition.Options{Segment: segment.Options{MaxBytes: 700, IndexMaxBytes: 1024}}}
 	dir := t.TempDir()
 	e := openEngine(t, dir, opts)

@@ -20,6 +20,7 @@ import (
 // the old abortable error ("must be aborted"), which tells the program
 // to Abort again, for ever.
 func TestTxnFencedAbortKeepsAbortableState(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	e := openEngine(t, t.TempDir(), Options{Now: func() time.Time { return now }})
 	defer e.Close()

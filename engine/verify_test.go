@@ -13,6 +13,7 @@ import (
 // it once producer.id.expiration.ms has passed. It is kept for ever: one
 // map entry per such producer id, for the life of the process.
 func TestVerificationEntryNeverExpires(t *testing.T) {
+	t.Parallel()
 	now := time.UnixMilli(1_700_000_000_000)
 	e := openEngine(t, t.TempDir(), Options{ProducerIDExpiration: time.Hour, Now: func() time.Time { return now }})
 	defer e.Close()
