@@ -231,7 +231,6 @@ func TestDescriptorExhaustionChild(t *testing.T) {
 // append that meets it and takes appends again once descriptors return;
 // the data dir then opens again with every acknowledged record.
 func TestDescriptorExhaustion(t *testing.T) {
-	t.Parallel()
 	if os.Getenv(fdChildDirEnv) != "" {
 		t.Skip("in the child")
 	}

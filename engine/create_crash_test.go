@@ -26,7 +26,6 @@ const (
 // either absent (before the intent) or whole (after it), and nothing
 // temporary is left in the data dir.
 func TestCreateTopicCrash(t *testing.T) {
-	t.Parallel()
 	for step, want := range map[string]int{"synced": 0, "intent": 3, "renamed one": 3} {
 		t.Run(step, func(t *testing.T) {
 			dir := t.TempDir()

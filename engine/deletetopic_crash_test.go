@@ -33,7 +33,6 @@ var deleteCrashOffsets = map[TopicPartition]OffsetAndMetadata{
 // under its name must be empty and without committed offsets, before and
 // after another restart, and the other topic's offsets must be intact.
 func TestDeleteTopicCrash(t *testing.T) {
-	t.Parallel()
 	for _, policy := range []string{"always", "never"} {
 		for _, step := range []string{"intent", "tombstones", "renames", "returned"} {
 			t.Run(policy+"/"+step, func(t *testing.T) {

@@ -145,7 +145,6 @@ func TestDumpTruncated(t *testing.T) {
 // TestBinary checks the exit statuses of the real binary, which the
 // in-process tests cannot: main's wiring to os.Exit.
 func TestBinary(t *testing.T) {
-	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the command")
 	}

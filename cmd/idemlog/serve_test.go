@@ -374,7 +374,6 @@ func startServeChild(t *testing.T, args ...string) (*exec.Cmd, string, *bytes.Bu
 // is producing: exit 0, clean-shutdown markers, and every acknowledged
 // record in the log after reopening.
 func TestSigtermDuringProduceKeepsAcked(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	cmd, addr, stderr := startServeChild(t, "serve", "--dir", dir, "--listen", "127.0.0.1:0", "--log-level", "warn")
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("t"), kgo.AllowAutoTopicCreation(),
