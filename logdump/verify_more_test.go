@@ -309,7 +309,6 @@ func TestVerifyTimeIndexTimestamp(t *testing.T) {
 // as a batch "smaller than its header" and exits 1: every partition of a
 // running or crashed engine dumps as corrupt.
 func TestDumpCrashedPartition(t *testing.T) {
-	t.Parallel()
 	data := verifyTestEngine(t, true)
 	part := filepath.Join(data, "t-0")
 	var vout bytes.Buffer
