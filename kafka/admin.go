@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/idemlog/idemlog/engine"
@@ -43,8 +44,9 @@ func (s *Server) deleteRecords(r *kmsg.DeleteRecordsRequest) kmsg.Response {
 // partitions taking the topic's configs. An assignment, if given, must
 // place each new partition on this node alone. A topic named twice is
 // refused for every entry (INVALID_REQUEST), as Kafka does.
-func (s *Server) createPartitions(r *kmsg.CreatePartitionsRequest) kmsg.Response {
+func (s *Server) createPartitions(ctx context.Context, r *kmsg.CreatePartitionsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	deadline := s.mutationDeadline()
 	seen := map[string]int{}
 	for _, rt := range r.Topics {
 		seen[rt.Topic]++
@@ -70,7 +72,7 @@ func (s *Server) createPartitions(r *kmsg.CreatePartitionsRequest) kmsg.Response
 				err = engine.ErrInvalidTopic
 			}
 		default:
-			if err = s.eng.AddPartitions(rt.Topic, int(rt.Count)); err == nil {
+			if err = s.mutate(ctx, deadline, func() error { return s.eng.AddPartitions(rt.Topic, int(rt.Count)) }); err == nil {
 				s.log.Info("added partitions", "topic", rt.Topic, "from", cur, "to", rt.Count)
 			}
 		}

@@ -22,6 +22,7 @@ package kafka
 // Kafka's message.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -54,8 +55,9 @@ func (s *Server) alterTarget(typ kmsg.ConfigResourceType, name string, seen map[
 	return engine.ValidateTopic(name)
 }
 
-func (s *Server) alterConfigs(r *kmsg.AlterConfigsRequest) kmsg.Response {
+func (s *Server) alterConfigs(ctx context.Context, r *kmsg.AlterConfigsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.AlterConfigsResponse)
+	deadline := s.mutationDeadline()
 	seen := map[configResourceKey]int{}
 	for _, rr := range r.Resources {
 		seen[configResourceKey{rr.ResourceType, rr.ResourceName}]++
@@ -83,7 +85,7 @@ func (s *Server) alterConfigs(r *kmsg.AlterConfigsRequest) kmsg.Response {
 			case len(nulls) > 0:
 				err = errcode.New(kerr.InvalidRequest.Code, "Null value not supported for : "+strings.Join(nulls, ", "))
 			default:
-				err = s.eng.ReplaceTopicConfig(rr.ResourceName, cfg, r.ValidateOnly)
+				err = s.mutate(ctx, deadline, func() error { return s.eng.ReplaceTopicConfig(rr.ResourceName, cfg, r.ValidateOnly) })
 			}
 		}
 		out.ErrorCode, out.ErrorMessage = s.configError(kmsg.AlterConfigs, rr.ResourceName, err)
@@ -95,8 +97,9 @@ func (s *Server) alterConfigs(r *kmsg.AlterConfigsRequest) kmsg.Response {
 	return resp
 }
 
-func (s *Server) incrementalAlterConfigs(r *kmsg.IncrementalAlterConfigsRequest) kmsg.Response {
+func (s *Server) incrementalAlterConfigs(ctx context.Context, r *kmsg.IncrementalAlterConfigsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	deadline := s.mutationDeadline()
 	seen := map[configResourceKey]int{}
 	for _, rr := range r.Resources {
 		seen[configResourceKey{rr.ResourceType, rr.ResourceName}]++
@@ -120,7 +123,7 @@ func (s *Server) incrementalAlterConfigs(r *kmsg.IncrementalAlterConfigsRequest)
 			if len(nulls) > 0 {
 				err = errcode.New(kerr.InvalidRequest.Code, "Null value not supported for : "+strings.Join(nulls, ", "))
 			} else {
-				err = s.eng.IncrementalAlterTopicConfig(rr.ResourceName, ops, r.ValidateOnly)
+				err = s.mutate(ctx, deadline, func() error { return s.eng.IncrementalAlterTopicConfig(rr.ResourceName, ops, r.ValidateOnly) })
 			}
 		}
 		out.ErrorCode, out.ErrorMessage = s.configError(kmsg.IncrementalAlterConfigs, rr.ResourceName, err)

@@ -1,11 +1,13 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/idemlog/idemlog/engine"
 	"github.com/idemlog/idemlog/errcode"
@@ -114,7 +116,7 @@ func isInternal(topic string) bool { return engine.IsInternalTopic(topic) }
 
 // metadata answers with the single broker as leader, replica and ISR of
 // every partition, at a constant leader epoch 0.
-func (s *Server) metadata(r *kmsg.MetadataRequest) kmsg.Response {
+func (s *Server) metadata(ctx context.Context, r *kmsg.MetadataRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
 	resp.Brokers = []kmsg.MetadataResponseBroker{s.broker()}
 	resp.ClusterID = &s.opts.ClusterID
@@ -148,6 +150,10 @@ func (s *Server) metadata(r *kmsg.MetadataRequest) kmsg.Response {
 		names = append(names, *rt.Topic)
 	}
 	autoCreate := s.opts.AutoCreateTopics && (r.Version < 4 || r.AllowAutoTopicCreation)
+	var deadline time.Time
+	if autoCreate {
+		deadline = s.mutationDeadline()
+	}
 	// The requested topics are a set: each is answered once, as Kafka
 	// does.
 	answered := map[string]bool{}
@@ -164,7 +170,7 @@ func (s *Server) metadata(r *kmsg.MetadataRequest) kmsg.Response {
 			// existing topic's once '.' and '_' are taken alike is
 			// refused. (Without this: auto-creation made "a.b" beside
 			// "a_b".) One another client created meanwhile is answered.
-			err := s.eng.CreateNewTopic(name, s.opts.DefaultPartitions, nil)
+			err := s.mutate(ctx, deadline, func() error { return s.eng.CreateNewTopic(name, s.opts.DefaultPartitions, nil) })
 			switch {
 			case err == nil:
 				s.log.Info("auto-created topic", "topic", name, "partitions", s.opts.DefaultPartitions)
@@ -238,8 +244,9 @@ func (s *Server) findCoordinator(r *kmsg.FindCoordinatorRequest) kmsg.Response {
 // is all a single node offers. Configs are every topic config of Kafka,
 // validated as Kafka validates them (engine.ValidateTopicConfig) and kept
 // with the topic; v5+ answers with the topic's resulting configs.
-func (s *Server) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
+func (s *Server) createTopics(ctx context.Context, r *kmsg.CreateTopicsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
+	deadline := s.mutationDeadline()
 	// A name given twice is refused for every entry, as Kafka does
 	// ("Duplicate topic name"), and nothing is created under it.
 	seen := map[string]int{}
@@ -296,7 +303,7 @@ func (s *Server) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
 		default:
 			// The existence check and the creation are one step:
 			// concurrent creations of a topic give one success.
-			err = s.eng.CreateNewTopic(rt.Topic, n, cfg)
+			err = s.mutate(ctx, deadline, func() error { return s.eng.CreateNewTopic(rt.Topic, n, cfg) })
 		}
 		if err != nil {
 			t.ErrorCode = s.code(kmsg.CreateTopics, err)
@@ -359,8 +366,9 @@ func onlyNode(assign []kmsg.CreateTopicsRequestTopicReplicaAssignment, node int3
 	return true
 }
 
-func (s *Server) deleteTopics(r *kmsg.DeleteTopicsRequest) kmsg.Response {
+func (s *Server) deleteTopics(ctx context.Context, r *kmsg.DeleteTopicsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	deadline := s.mutationDeadline()
 	type target struct {
 		name *string
 		id   [16]byte
@@ -412,7 +420,7 @@ func (s *Server) deleteTopics(r *kmsg.DeleteTopicsRequest) kmsg.Response {
 				err = engine.ErrInvalidTopic
 			} else {
 				t.TopicID, _ = s.eng.TopicID(*t.Topic)
-				err = s.eng.DeleteTopic(*t.Topic)
+				err = s.mutate(ctx, deadline, func() error { return s.eng.DeleteTopic(*t.Topic) })
 			}
 		}
 		if err != nil {
