@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -812,4 +813,29 @@ func (s *Server) logServerError(key kmsg.Key, c int16, err error) {
 	case errors.Is(err, pidtable.ErrTooManyProducers):
 		s.producerLimitLog.log(s.log, slog.LevelWarn, "partition refuses new producers", "err", err)
 	}
+}
+
+// clientHost is how Kafka writes a client's address in DescribeGroups:
+// "/" and the IP address (Java's InetAddress.toString with no host name),
+// an IPv6 one with all eight groups, none compressed, as Java's
+// Inet6Address.getHostAddress writes it.
+func clientHost(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		if ta.IP.To4() != nil || len(ta.IP) != net.IPv6len {
+			return "/" + ta.IP.String()
+		}
+		groups := make([]string, 8)
+		for i := range groups {
+			groups[i] = strconv.FormatUint(uint64(ta.IP[2*i])<<8|uint64(ta.IP[2*i+1]), 16)
+		}
+		host := strings.Join(groups, ":")
+		if ta.Zone != "" {
+			host += "%" + ta.Zone
+		}
+		return "/" + host
+	}
+	if host, _, err := net.SplitHostPort(a.String()); err == nil {
+		return "/" + host
+	}
+	return "/" + a.String()
 }
