@@ -937,7 +937,9 @@ func soakTopics(ctx context.Context, addr string, created, huge, meta *soakClass
 // hold), Metadata auto-creations and deletions. A canary topic is
 // produced before and read back after. The server must stay up (it still
 // answers ApiVersions at the end), keep its resident set under
-// -soak.rss-mib at every one-second sample, lose or change nothing of the
+// -soak.rss-mib at every one-second sample, never stay a minute at its
+// connection cap, answer every five-second liveness ApiVersions (on a
+// fresh connection) within 30 s, lose or change nothing of the
 // canary, exit 0 on SIGTERM, leave a data dir `idemlog verify` passes, and
 // serve the canary intact again after a restart.
 func TestSoakServeProcess(t *testing.T) {
