@@ -751,3 +751,40 @@ func TestVerifyIndexOfUncleanTailRepairable(t *testing.T) {
 		t.Errorf("not closed cleanly: stdout:\n%s", out)
 	}
 }
+
+// TestVerifyGapCompactedTopic: the gap TestVerifyGap makes is lost data
+// in a topic that is not compacted and what the cleaner leaves in one
+// whose topic.config's cleanup.policy lists compact.
+func TestVerifyGapCompactedTopic(t *testing.T) {
+	p := buildPartition(t)
+	for _, suffix := range []string{".log", ".index", ".timeindex", ".txnindex"} {
+		if err := os.Remove(p.file(1, suffix)); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	topicConfig := func(lines string) {
+		sum := crc32.Checksum([]byte(lines), crc32.MakeTable(crc32.Castagnoli))
+		data := fmt.Appendf(nil, "# idemlog topic.config version 1 crc32c=%08x\n%s", sum, lines)
+		if err := os.WriteFile(filepath.Join(p.dir, "topic.config"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	topicConfig("cleanup.policy=delete\n")
+	wantExit(t, 1, "verify", p.dir)
+	topicConfig("cleanup.policy=compact\nretention.ms=-1\n")
+	stdout, _ := wantExit(t, 0, "verify", p.dir)
+	if want := fmt.Sprintf(", %d offsets skipped, closed cleanly, compacted topic", p.bases[2]-p.bases[1]); !strings.Contains(stdout, want) {
+		t.Errorf("no %q in:\n%s", want, stdout)
+	}
+}
+
+// TestVerifyCleaningLeftoversRepairable: a cleaning's .cleaned file (a
+// crash before its swap began) is a crash image the next open repairs:
+// exit status 3, not corruption.
+func TestVerifyCleaningLeftoversRepairable(t *testing.T) {
+	p := buildPartition(t)
+	copyFile(t, p.file(0, ".log"), p.file(0, ".log")+".cleaned")
+	if out, _ := wantExit(t, 3, "verify", p.dir); !strings.Contains(out, "did not finish") {
+		t.Errorf("stdout %q", out)
+	}
+}
