@@ -260,7 +260,11 @@ func (v *verifier) partition(dir string, segs []segmentFile, others []string) er
 		if i+1 < len(segs) {
 			nextBase = segs[i+1].base
 		}
-		r, err := v.file(s.path, i == len(segs)-1 && !clean, nextBase)
+		// The next open scans this segment (partition.Open: not closed
+		// cleanly, and the next segment starts above the recovery point),
+		// so a torn or zero tail is what it cuts, as in the last segment.
+		recovered := recoverFrom >= 0 && (nextBase < 0 || nextBase > recoverFrom)
+		r, err := v.file(s.path, !clean && (i == len(segs)-1 || recovered && !compacted), nextBase)
 		if err != nil {
 			return err
 		}
@@ -282,7 +286,6 @@ func (v *verifier) partition(dir string, segs []segmentFile, others []string) er
 			return fmt.Errorf("%s: offsets %d..%d missing before it: %s ends there, and an idemlog log whose topic is not compacted has no gaps, so those records were lost: %w",
 				s.path, next, start, filepath.Base(prev), segment.ErrVerify)
 		}
-		recovered := recoverFrom >= 0 && (nextBase < 0 || nextBase > recoverFrom)
 		if recovered && (r.Gaps > 0 || start > r.Base) && (!compacted || i == len(segs)-1) {
 			return fmt.Errorf("%s: %s in a segment that opening the partition recovers (from offset %d), which cuts the log at the first: %w",
 				s.path, skipped(r.Gaps+start-r.Base), recoverFrom, segment.ErrVerify)
@@ -300,6 +303,19 @@ func (v *verifier) partition(dir string, segs []segmentFile, others []string) er
 		sum.Add(one)
 		v.sum.Add(one)
 		next, prev = r.NextOffset, s.path
+		if recovered && !compacted && nextBase >= 0 && r.NextOffset != nextBase {
+			// A segment rolled but not yet synced when the power went (a
+			// sync policy other than always): its batches stop short of
+			// the next segment's base, and everything after them sits
+			// above the recovery point, never known durable. The next open
+			// cuts the log there and deletes the later segments, as
+			// Kafka's recovery drops what follows a torn batch.
+			v.printf("repairable: %s: its batches end at offset %d, below the next segment's base %d: the crash took the rest, and the next open deletes the %s after it (offsets from %d on, above the recovery point %d, were not yet durable)\n",
+				s.path, r.NextOffset, nextBase, count(int64(len(segs)-i-1), "segment", "segments"), r.NextOffset, recoverFrom)
+			v.sum.Repairable++
+			segs = segs[:i+1]
+			break
+		}
 	}
 	if idemlog && next >= 0 {
 		// The recovery point is at most what was durable (the log end at a

@@ -51,7 +51,11 @@ closed cleanly: on its last segment, the unfinished active one, or on the
 segment rolled just before it whose batches reach the next segment's base
 exactly; opening the partition recovers both. A torn batch at the end of
 that last segment, and .txnindex entries whose abort markers it took, are
-what a crash leaves too: reported as repairable, not as corruption.
+what a crash leaves too: reported as repairable, not as corruption. So is a
+rolled segment above the recovery point whose batches stop short of the
+next segment's base (a power cut took its unsynced tail under a sync policy
+other than always): the next open cuts the log there and deletes the later
+segments, and the report says how many.
 Flags may come before or after the paths.
 `
 

@@ -788,3 +788,70 @@ func TestVerifyCleaningLeftoversRepairable(t *testing.T) {
 		t.Errorf("stdout %q", out)
 	}
 }
+
+// A power cut under a sync policy other than always can keep a rolled
+// segment's directory entry and its successor's while the rolled segment's
+// unsynced batches are lost (emptied, or a zero tail). Above the recovery
+// point that is a crash image: the next open cuts the log where the
+// batches stop and deletes the later segments, and verify says so (exit 3)
+// instead of calling the offsets lost (the power-cut harness met both forms
+// under never and interval). Below the recovery point, or in a log closed
+// cleanly, the same files lost durable data: exit 1.
+func TestVerifyRolledSegmentTornAboveRecoveryPoint(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(p testPartition, k int) (end int64)
+	}{
+		{"emptied", func(p testPartition, k int) int64 {
+			modify(t, p.file(k, ".log"), func([]byte) []byte { return nil })
+			return p.bases[k]
+		}},
+		{"zero tail", func(p testPartition, k int) int64 {
+			starts := batchStarts(t, p.file(k, ".log"))
+			modify(t, p.file(k, ".log"), func(b []byte) []byte {
+				clear(b[starts[1]:])
+				return b
+			})
+			return p.bases[k] + testRecords
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := buildPartition(t)
+			k := len(p.bases) - 2
+			end := tc.damage(p, k)
+			wantExit(t, 1, "verify", p.dir)
+
+			if err := os.Remove(filepath.Join(p.dir, ".kafka_cleanshutdown")); err != nil {
+				t.Fatal(err)
+			}
+			rpFile := filepath.Join(p.dir, "recovery-point-offset-checkpoint")
+			// The recovery point at the damaged segment's successor: its
+			// batches were durable, and their loss is corruption.
+			if err := os.WriteFile(rpFile, checkpointV1(p.bases[k+1]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			wantExit(t, 1, "verify", p.dir)
+
+			if err := os.WriteFile(rpFile, checkpointV1(p.bases[k]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, _ := wantExit(t, 3, "verify", p.dir)
+			want := fmt.Sprintf("repairable: %s: its batches end at offset %d, below the next segment's base %d", p.file(k, ".log"), end, p.bases[k+1])
+			if !strings.Contains(out, want) || !strings.Contains(out, "the next open deletes the 1 segment after it") {
+				t.Fatalf("no %q in:\n%s", want, out)
+			}
+			// What verify announced is what the open does.
+			l, err := partition.Open(p.dir, partition.Options{Segment: segment.Options{MaxBytes: 4096, IndexIntervalBytes: 256, IndexMaxBytes: 4096}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := l.LogEndOffset(); got != end {
+				t.Errorf("log end after open %d, verify announced %d", got, end)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			wantExit(t, 0, "verify", p.dir)
+		})
+	}
+}
