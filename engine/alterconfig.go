@@ -229,10 +229,20 @@ func (p *Partition) settingsFor(o *partition.Options, cfg map[string]string) (*t
 		// unable to end, pinning its partitions' LSO. A segment still
 		// bounds a batch.
 		s.maxBatch = math.MaxInt32
-		// Kafka compacts the internal topics; without compaction, deleting
-		// their segments by age or size would lose committed offsets and
-		// transaction state: retention is off for them.
+		// Kafka compacts the internal topics (cleanup.policy=compact):
+		// they stay bounded by their live keys (committed offsets,
+		// transactional ids), and deleting their segments by age or size
+		// would lose them: retention is off for them.
 		o.RetentionAge, o.RetentionBytes = -1, 0
+		s.compact = true
+	}
+	if s.compact {
+		// Kafka's LogConfig.maxSegmentMs: a compacted log's active
+		// segment rolls within max.compaction.lag.ms, so that its records
+		// can be cleaned in time (the active segment never is).
+		if lag := msDuration(s.clean.maxLagMs); lag > 0 && (o.RollAge <= 0 || lag < o.RollAge) {
+			o.RollAge = lag
+		}
 	}
 	return s, nil
 }

@@ -58,6 +58,14 @@ type CleanConfig struct {
 	// StableEnd returns the last stable offset: nothing at or above it is
 	// cleaned (an undecided transaction). nil: the high watermark.
 	StableEnd func() int64
+	// Stopped, if set, is polled during the round: true aborts it
+	// (ErrCleanAborted), as closing the log does.
+	Stopped func() bool
+}
+
+// stopped reports whether the round must stop.
+func (c *cleaner) stopped() bool {
+	return c.log.shut.Load() || (c.cfg.Stopped != nil && c.cfg.Stopped())
 }
 
 // CleanStats describes one round.
@@ -147,9 +155,11 @@ func (l *Log) FirstDirtyOffset() int64 {
 
 // cleanableRange computes the range of a round (Kafka's
 // LogCleanerManager.cleanableOffsets and calculateCleanableBytes). Under
-// c.mu. The segments are the live list at the time; only sealed segments
-// below the active one, the high watermark and the last stable offset
-// are cleanable.
+// c.mu. The segments are the live list at the time; only segments below
+// the active one, the high watermark and the last stable offset are
+// cleanable. A rolled segment the maintainer has not sealed yet may be:
+// its bytes below the high watermark are final, and the seal, which
+// writes through its open descriptors, works on the files a swap renamed.
 func (l *Log) cleanableRange(cfg CleanConfig) cleanRange {
 	segs := *l.segs.Load()
 	r := cleanRange{segs: segs, firstDirty: l.loadFirstDirty()}
@@ -162,11 +172,6 @@ func (l *Log) cleanableRange(cfg CleanConfig) cleanRange {
 	if cfg.StableEnd != nil {
 		bound = min(bound, cfg.StableEnd())
 	}
-	l.unsealedMu.Lock()
-	for _, s := range l.unsealed {
-		bound = min(bound, s.Base())
-	}
-	l.unsealedMu.Unlock()
 	nowMs := l.opts.Now().UnixMilli()
 	dirtyIdx := segIndex(segs, r.firstDirty)
 	if cfg.MinLag > 0 {
@@ -468,7 +473,7 @@ func (c *cleaner) buildOffsetMap(segs []*segRef, firstDirty, upper int64) (int64
 		c.stats.MapBytes += int64(len(data))
 		c.cfg.Throttle.wait(int64(len(data)))
 		for len(data) > 0 {
-			if c.log.shut.Load() {
+			if c.stopped() {
 				return 0, fmt.Errorf("cannot clean %s: %w", c.log.dir, ErrCleanAborted)
 			}
 			n, err := batch.Size(data)

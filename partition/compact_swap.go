@@ -88,7 +88,7 @@ func (c *cleaner) cleanGroup(src []*segRef, groupEnd, upper int64) error {
 		data := s.Read(0, s.Published())
 		c.stats.BytesRead += int64(len(data))
 		for len(data) > 0 {
-			if l.shut.Load() {
+			if c.stopped() {
 				return fail(fmt.Errorf("cannot clean %s: %w", l.dir, ErrCleanAborted))
 			}
 			n, err := batch.Size(data)

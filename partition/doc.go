@@ -103,8 +103,8 @@
 //	segs:    [s0][s1]...[sK]......[sM]           [sM+1]...  [active]
 //
 // firstUncleanable is the least of the active segment's base, the high
-// watermark, the last stable offset, the first segment not yet sealed
-// and the first segment with a record younger than min.compaction.lag.ms,
+// watermark, the last stable offset and the first segment with a record
+// younger than min.compaction.lag.ms,
 // rounded down to a segment base. The round maps every key of the dirty
 // range to its newest offset (exact keys, at most CleanConfig.MaxKeys:
 // a full map ends the round at the last key it took), then copies every
