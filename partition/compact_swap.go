@@ -392,6 +392,18 @@ func recoverSwaps(dir string, log *slog.Logger) error {
 	return nil
 }
 
+// RecoverSwaps finishes or rolls back, in the partition directory dir,
+// the swap of a cleaning that a crash cut short, as Open does before
+// anything else (recoverSwaps): for tools that inspect a crash image
+// whose segment files are only consistent once that is done. It reports
+// what it does on log (nil: nothing).
+func RecoverSwaps(dir string, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return recoverSwaps(dir, log)
+}
+
 // parseSuffixed parses "<base><segment suffix><suffix>".
 func parseSuffixed(name, suffix string) (int64, bool) {
 	name = strings.TrimSuffix(name, suffix)
