@@ -21,7 +21,7 @@ type CleanerOptions struct {
 	// Backoff is log.cleaner.backoff.ms: how long the cleaner sleeps when
 	// no log is due (0: 15 s).
 	Backoff time.Duration
-	// MaxKeys bounds a round's offset map (log.cleaner.dedupe.buffer.size
+	// MaxKeys bounds a pass's offset map (log.cleaner.dedupe.buffer.size
 	// in keys; 0: partition.DefaultOffsetMapKeys).
 	MaxKeys int
 	// IOMaxBytesPerSecond is log.cleaner.io.max.bytes.per.second: the
@@ -46,7 +46,7 @@ func msDuration(ms int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// cleanConfig is the partition's round configuration now.
+// cleanConfig is the partition's pass configuration now.
 func (e *Engine) cleanConfig(p *Partition) partition.CleanConfig {
 	s := p.settings.Load().clean
 	return partition.CleanConfig{
@@ -61,13 +61,13 @@ func (e *Engine) cleanConfig(p *Partition) partition.CleanConfig {
 	}
 }
 
-// CleanLogs runs cleaning rounds until no compacted partition is due (a
+// CleanLogs runs cleaning passes until no compacted partition is due (a
 // dirty ratio above min.cleanable.dirty.ratio, or max.compaction.lag.ms
-// passed), dirtiest first, and returns how many rounds ran. The engine
+// passed), dirtiest first, and returns how many passes ran. The engine
 // runs it in the background (Options.Cleaner); embedders that drive the
 // clock (Options.Now) call it themselves.
 func (e *Engine) CleanLogs() (int, error) {
-	rounds := 0
+	passes := 0
 	tried := map[*Partition]bool{}
 	for !e.closed.Load() && !e.cleanerStopping.Load() {
 		var best *Partition
@@ -82,20 +82,20 @@ func (e *Engine) CleanLogs() (int, error) {
 			}
 		}
 		if best == nil {
-			return rounds, nil
+			return passes, nil
 		}
-		// A log is cleaned at most once per call: a round that cannot
+		// A log is cleaned at most once per call: a pass that cannot
 		// lower its ratio (a map too small for its keys) must not spin.
 		tried[best] = true
 		if _, err := best.log.Clean(e.cleanConfig(best)); err != nil {
 			if errors.Is(err, partition.ErrCleanAborted) || errors.Is(err, partition.ErrClosed) {
 				continue
 			}
-			return rounds, fmt.Errorf("cannot clean %s-%d: %w", best.topic, best.index, err)
+			return passes, fmt.Errorf("cannot clean %s-%d: %w", best.topic, best.index, err)
 		}
-		rounds++
+		passes++
 	}
-	return rounds, nil
+	return passes, nil
 }
 
 // runCleaner is the background cleaner (until Close).

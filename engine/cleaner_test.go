@@ -80,9 +80,9 @@ func TestCleanLogsCompactsCompactedTopics(t *testing.T) {
 			appendKV(t, p, fmt.Sprintf("k%d", i%keys), fmt.Sprintf("v%d", i))
 		}
 	}
-	rounds, err := e.CleanLogs()
-	if err != nil || rounds != 1 {
-		t.Fatalf("CleanLogs: %d rounds, %v; want 1 (only the compacted topic)", rounds, err)
+	passes, err := e.CleanLogs()
+	if err != nil || passes != 1 {
+		t.Fatalf("CleanLogs: %d passes, %v; want 1 (only the compacted topic)", passes, err)
 	}
 	got, n := readKeys(t, kv)
 	for k := range keys {

@@ -68,5 +68,5 @@ func TestOffsetCommitsStayBounded(t *testing.T) {
 	}
 	host, _ := os.Hostname()
 	t.Logf("%d commits in %v (%.0f/s) on %s: __consumer_offsets partition %d segments, %d bytes; open + first fetch %v",
-		*offsetCommits, commitTime.Round(time.Millisecond), float64(*offsetCommits)/commitTime.Seconds(), host, segs, size, reopen.Round(time.Microsecond))
+		*offsetCommits, commitTime.Truncate(time.Millisecond), float64(*offsetCommits)/commitTime.Seconds(), host, segs, size, reopen.Truncate(time.Microsecond))
 }

@@ -23,20 +23,20 @@ import (
 // cleaner-offset-checkpoint (kept per partition, as the other checkpoints).
 const cleanerCheckpointFile = "cleaner-offset-checkpoint"
 
-// DefaultOffsetMapKeys is the number of keys one cleaning round maps by
+// DefaultOffsetMapKeys is the number of keys one cleaning pass maps by
 // default: Kafka's 128 MiB log.cleaner.dedupe.buffer.size at 24 bytes a
 // slot and a load factor of 0.9. idemlog maps exact keys, so a key costs
 // its length plus about 60 bytes of map overhead.
 const DefaultOffsetMapKeys = 5_033_164
 
-// ErrCleanAborted: a cleaning round stopped because the log was closed or
+// ErrCleanAborted: a cleaning pass stopped because the log was closed or
 // retention removed a segment it was copying; nothing changed on disk.
 var ErrCleanAborted = errcode.New(errcode.UnknownServerError, "cleaning aborted")
 
-// CleanConfig is what one cleaning round reads: the topic's configs at the
-// round's start, as Kafka reads log.config.
+// CleanConfig is what one cleaning pass reads: the topic's configs at the
+// pass's start, as Kafka reads log.config.
 type CleanConfig struct {
-	// DeleteRetention is delete.retention.ms: how long after the round
+	// DeleteRetention is delete.retention.ms: how long after the pass
 	// that first copies a tombstone (or a marker whose transaction has no
 	// data left) it is kept.
 	DeleteRetention time.Duration
@@ -48,30 +48,30 @@ type CleanConfig struct {
 	MaxLag time.Duration
 	// MinDirtyRatio is min.cleanable.dirty.ratio (Due's threshold).
 	MinDirtyRatio float64
-	// MaxKeys bounds the offset map (0: DefaultOffsetMapKeys): a round
+	// MaxKeys bounds the offset map (0: DefaultOffsetMapKeys): a pass
 	// that meets more distinct keys cleans up to the last one it mapped
-	// and leaves the rest to the next round.
+	// and leaves the rest to the next pass.
 	MaxKeys int
-	// Throttle bounds the round's I/O (log.cleaner.io.max.bytes.per.second);
+	// Throttle bounds the pass's I/O (log.cleaner.io.max.bytes.per.second);
 	// nil: unbounded.
 	Throttle *Throttle
 	// StableEnd returns the last stable offset: nothing at or above it is
 	// cleaned (an undecided transaction). nil: the high watermark.
 	StableEnd func() int64
-	// Stopped, if set, is polled during the round: true aborts it
+	// Stopped, if set, is polled during the pass: true aborts it
 	// (ErrCleanAborted), as closing the log does.
 	Stopped func() bool
 }
 
-// stopped reports whether the round must stop.
+// stopped reports whether the pass must stop.
 func (c *cleaner) stopped() bool {
 	return c.log.shut.Load() || (c.cfg.Stopped != nil && c.cfg.Stopped())
 }
 
-// CleanStats describes one round.
+// CleanStats describes one pass.
 type CleanStats struct {
-	// FirstDirty and EndOffset are the dirty offsets the round started
-	// from and the new checkpoint (the round cleaned what lies below it).
+	// FirstDirty and EndOffset are the dirty offsets the pass started
+	// from and the new checkpoint (the pass cleaned what lies below it).
 	FirstDirty, EndOffset int64
 	// Groups is the number of cleaned segments swapped in.
 	Groups int
@@ -87,14 +87,14 @@ type CleanStats struct {
 type cleanRange struct {
 	segs              []*segRef
 	firstDirty        int64
-	firstUncleanable  int64 // rounded down to a segment base
+	firstUncleanable  int64 // lowered to a segment base
 	cleanBytes, dirty int64 // sizes before and from the first dirty segment, up to firstUncleanable
 	due               bool  // max.compaction.lag.ms passed for a dirty segment
 }
 
 // cleanerState is the log's cleaning state.
 type cleanerState struct {
-	// mu serializes rounds of one log (the engine's cleaner runs one at a
+	// mu serializes passes of one log (the engine's cleaner runs one at a
 	// time anyway) and guards firstDirty.
 	mu sync.Mutex
 	// firstDirty is the checkpointed first dirty offset; -1 until read.
@@ -153,7 +153,7 @@ func (l *Log) FirstDirtyOffset() int64 {
 	return l.loadFirstDirty()
 }
 
-// cleanableRange computes the range of a round (Kafka's
+// cleanableRange computes the range of a pass (Kafka's
 // LogCleanerManager.cleanableOffsets and calculateCleanableBytes). Under
 // c.mu. The segments are the live list at the time; only segments below
 // the active one, the high watermark and the last stable offset are
@@ -262,7 +262,7 @@ func (l *Log) Dirtiness(cfg CleanConfig) (ratio float64, cleanable int64, due bo
 	return ratio, r.dirty, r.due || ratio > cfg.MinDirtyRatio
 }
 
-// Clean runs one cleaning round (Kafka's Cleaner.doClean): it maps the
+// Clean runs one cleaning pass (Kafka's Cleaner.doClean): it maps the
 // newest offset of every key in the cleanable range, then rewrites every
 // segment from the first up to the one holding the last mapped offset,
 // group by group, keeping the newest record of each key, tombstones until
@@ -270,8 +270,8 @@ func (l *Log) Dirtiness(cfg CleanConfig) (ratio float64, cleanable int64, due bo
 // that still have data or whose horizon has not passed, and the last batch
 // of every producer (emptied if need be); each group's new segment is
 // swapped in crash-safely. Appends and reads go on meanwhile: the writer's
-// lock is taken only to swap the segment list. It returns what the round
-// did; a round with nothing to clean returns zero stats and no error.
+// lock is taken only to swap the segment list. It returns what the pass
+// did; a pass with nothing to clean returns zero stats and no error.
 func (l *Log) Clean(cfg CleanConfig) (CleanStats, error) {
 	if cfg.MaxKeys <= 0 {
 		cfg.MaxKeys = DefaultOffsetMapKeys
@@ -289,9 +289,9 @@ func (l *Log) Clean(cfg CleanConfig) (CleanStats, error) {
 	}
 	now := l.opts.Now().UnixMilli()
 	cl := &cleaner{log: l, cfg: cfg, now: now, keys: make(map[string]int32), stats: &st}
-	// The segments of the round hold a reference each, so that retention
+	// The segments of the pass hold a reference each, so that retention
 	// cannot close one under the copy; a segment it retired meanwhile
-	// fails to acquire and the round stops.
+	// fails to acquire and the pass stops.
 	held := make([]*segRef, 0, len(r.segs))
 	defer func() {
 		for _, s := range held {
@@ -436,11 +436,11 @@ func producerLasts(segs []*segRef, hw int64) map[int64]producerLast {
 	return out
 }
 
-// cleaner is one round's working state.
+// cleaner is one pass's working state.
 type cleaner struct {
 	log   *Log
 	cfg   CleanConfig
-	now   int64 // the round's clock, ms
+	now   int64 // the pass's clock, ms
 	stats *CleanStats
 	// keys maps a key to its slot in offsets: the newest offset of the
 	// key in the dirty range (Kafka's offset map, with exact keys).
@@ -456,7 +456,7 @@ type cleaner struct {
 }
 
 // buildOffsetMap maps the keys of [firstDirty, upper) (Kafka's
-// buildOffsetMap) and returns the round's end offset: the offset after
+// buildOffsetMap) and returns the pass's end offset: the offset after
 // the last mapped batch, or after the last key that fit in the map.
 func (c *cleaner) buildOffsetMap(segs []*segRef, firstDirty, upper int64) (int64, error) {
 	c.latest = firstDirty - 1
@@ -517,7 +517,7 @@ func (c *cleaner) buildOffsetMap(segs []*segRef, firstDirty, upper int64) (int64
 
 // mapBatch adds b's keyed records at or above firstDirty to the map and
 // reports whether the map filled (Kafka stops before the key that did
-// not fit, and the round ends at the last mapped offset).
+// not fit, and the pass ends at the last mapped offset).
 func (c *cleaner) mapBatch(b batch.Batch, firstDirty int64) (full bool, err error) {
 	it, err := c.dec.Records(b)
 	if err != nil {

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -69,7 +70,7 @@ func TestCleanCrashChild(t *testing.T) {
 		fmt.Printf("error %v\n", err)
 		os.Exit(3)
 	}
-	fmt.Println("error: the round ended without reaching the step")
+	fmt.Println("error: the pass ended without reaching the step")
 	os.Exit(3)
 }
 
@@ -156,4 +157,36 @@ func TestCleanRecoversLoneIndexSwap(t *testing.T) {
 	if _, err := os.Stat(ti); err != nil {
 		t.Fatalf("time index not restored: %v", err)
 	}
+}
+
+// Scenario 30 (testCleanSegmentsWithConcurrentSegmentDeletion): retention
+// (here DeleteRecordsBefore) takes a segment of the group off the list
+// while the group is being copied: the pass stops, its files go, and
+// the log is the one retention left.
+func TestCleanStopsWhenRetentionTakesSource(t *testing.T) {
+	c := newCompactLog(t)
+	c.run("k0 k1 | k0 k1 | k9")
+	cleanStepHook = func(step string) {
+		if step == "copying" {
+			if err := c.l.DeleteRecordsBefore(2); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer func() { cleanStepHook = nil }()
+	_, err := c.l.Clean(CleanConfig{DeleteRetention: time.Hour})
+	if !errors.Is(err, ErrCleanAborted) {
+		t.Fatalf("Clean: %v, want ErrCleanAborted", err)
+	}
+	cleanStepHook = nil
+	c.wantRecords("2:0 3:1 4:9")
+	entries, _ := os.ReadDir(c.l.Dir())
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".cleaned") || strings.Contains(e.Name(), ".swap") {
+			t.Fatalf("%s left", e.Name())
+		}
+	}
+	c.run("| k8")
+	c.clean(CleanConfig{})
+	c.wantRecords("2:0 3:1 4:9 5:8")
 }

@@ -128,7 +128,7 @@ func (c *cleaner) protects(b batch.Batch) bool {
 
 // filterBatch applies the batch and record rules (Kafka's
 // checkBatchRetention and shouldRetainRecord) to b and returns the bytes
-// to write (nil: the batch goes). upper is the round's end offset: its
+// to write (nil: the batch goes). upper is the pass's end offset: its
 // last batch stays, emptied if need be. The result may alias b or the
 // cleaner's buffers, valid until the next call.
 func (c *cleaner) filterBatch(b batch.Batch, meta *txnMeta, upper int64) ([]byte, error) {
@@ -212,7 +212,7 @@ func (c *cleaner) keepRecord(b batch.Batch, r *batch.Record, horizon int64, hasH
 	if r.Offset < c.lookup(r.Key) {
 		return false
 	}
-	// A tombstone stays until its batch's horizon passed; the first round
+	// A tombstone stays until its batch's horizon passed; the first pass
 	// that copies it stamps one.
 	return r.Value != nil || !hasHorizon || c.now < horizon
 }

@@ -31,7 +31,7 @@ func TestCleanReaderKeepsReplacedSegment(t *testing.T) {
 	ch.Release()
 }
 
-// Appends, reads from the log start, retention and cleaning rounds run
+// Appends, reads from the log start, retention and cleaning passes run
 // together (run with -race): every read sees offsets increasing, and at
 // the end the newest value of every key is the last one appended.
 func TestCleanConcurrentAppendsAndReads(t *testing.T) {
@@ -108,7 +108,7 @@ func TestCleanConcurrentAppendsAndReads(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	// A final round over everything written.
+	// A final pass over everything written.
 	if err := l.Flush(); err != nil {
 		t.Fatal(err)
 	}

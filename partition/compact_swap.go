@@ -44,6 +44,7 @@ func (c *cleaner) cleanGroup(src []*segRef, groupEnd, upper int64) error {
 		size += s.Published()
 	}
 	meta := newTxnMeta(aborted)
+	cleanStep("copying")
 	removeSuffixed(l.dir, base, suffixCleaned)
 	opts := l.opts.Segment
 	// Room for what the copy may add: a horizon rebuilds a batch with

@@ -121,7 +121,7 @@ func (c *compactLog) roll() {
 	c.l.waitIdle()
 }
 
-// clean runs one round with delete.retention.ms one day (Kafka's default)
+// clean runs one pass with delete.retention.ms one day (Kafka's default)
 // unless cfg says otherwise.
 func (c *compactLog) clean(cfg CleanConfig) CleanStats {
 	c.t.Helper()
@@ -207,14 +207,14 @@ func (c *compactLog) wantAborted(want ...int64) {
 
 func (c *compactLog) later(d time.Duration) { c.now = c.now.Add(d) }
 
-// cleanFrom runs a round from first dirty offset from, as Kafka's tests
+// cleanFrom runs a pass from first dirty offset from, as Kafka's tests
 // force one.
 func (c *compactLog) cleanFrom(from int64) {
 	c.l.cleaner.firstDirty, c.l.cleaner.loaded = from, true
 	c.clean(CleanConfig{})
 }
 
-// twoPass is Kafka's runTwoPassClean: a round from the log start now, and
+// twoPass is Kafka's runTwoPassClean: a pass from the log start now, and
 // another once delete.retention.ms has passed.
 func (c *compactLog) twoPass() {
 	c.cleanFrom(0)
@@ -246,7 +246,7 @@ func TestCleanDedupesFromFirstDirty(t *testing.T) {
 }
 
 // Scenario 2 (testPartialSegmentClean): a map of one key cleans up to the
-// last offset it mapped, and the next round goes on from there.
+// last offset it mapped, and the next pass goes on from there.
 func TestCleanPartialWhenMapFull(t *testing.T) {
 	c := newCompactLog(t)
 	c.run("k0 k1 k0 k1 k0 | k9")
@@ -265,7 +265,7 @@ func TestCleanPartialWhenMapFull(t *testing.T) {
 
 // Scenario 4 (testCleaningWithDeletes) and 5 (testCleanTombstone): a
 // tombstone removes older values at once and stays until delete.retention.ms
-// after the round that stamped its horizon; record timestamps play no part.
+// after the pass that stamped its horizon; record timestamps play no part.
 func TestCleanTombstoneHorizon(t *testing.T) {
 	c := newCompactLog(t)
 	c.run("k0 k1 k2 | k0=nil k2=nil k3 | k4")
@@ -315,7 +315,7 @@ func TestCleanMinLagBoundsRange(t *testing.T) {
 	c.wantRecords("3:0 4:1")
 }
 
-// Scenario 8 (testCleaningBeyondMissingOffsets): the round's end is the
+// Scenario 8 (testCleaningBeyondMissingOffsets): the pass's end is the
 // active segment's base even when it follows a gap.
 func TestCleanEndSkipsGap(t *testing.T) {
 	c := newCompactLog(t)
@@ -353,7 +353,7 @@ func TestCleanKeepsLastBatchOfEachProducer(t *testing.T) {
 }
 
 // Scenario 11 (testBasicTransactionAwareCleaning): aborted data goes
-// whatever its keys; markers with data read in the round stay, and the
+// whatever its keys; markers with data read in the pass stay, and the
 // aborted transaction's index entry with them.
 func TestCleanTransactionsBasic(t *testing.T) {
 	c := newCompactLog(t)

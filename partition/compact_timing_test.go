@@ -55,7 +55,7 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkClean measures a cleaning round over 64 MiB of dirty log
+// BenchmarkClean measures a cleaning pass over 64 MiB of dirty log
 // (1,000 keys): MB/s of dirty log by the clock, and by the CPU time the
 // process spent (MB/s_cpu), which a machine shared with other work
 // does not distort.
@@ -84,7 +84,7 @@ func BenchmarkClean(b *testing.B) {
 }
 
 // BenchmarkAppendWhileCleaning appends 1 KiB batches to one log, alone
-// and while cleaning rounds run on another log in the same process, and
+// and while cleaning passes run on another log in the same process, and
 // reports the ratio of the two rates measured side by side
 // (appends_ratio): with the cleaner unbounded, and bounded to 50 MB/s
 // (log.cleaner.io.max.bytes.per.second).

@@ -96,7 +96,7 @@
 //
 // # Compaction
 //
-// Clean runs one round of Kafka's log cleaner over a log (compact.go):
+// Clean runs one pass of Kafka's log cleaner over a log (compact.go):
 //
 //	offsets: 0 ........ firstDirty ............ firstUncleanable ... LEO
 //	         | clean    | dirty, cleanable      | uncleanable      |
@@ -105,9 +105,9 @@
 // firstUncleanable is the least of the active segment's base, the high
 // watermark, the last stable offset and the first segment with a record
 // younger than min.compaction.lag.ms,
-// rounded down to a segment base. The round maps every key of the dirty
+// lowered to a segment base. The pass maps every key of the dirty
 // range to its newest offset (exact keys, at most CleanConfig.MaxKeys:
-// a full map ends the round at the last key it took), then copies every
+// a full map ends the pass at the last key it took), then copies every
 // segment from the first up to the one holding the map's last offset,
 // group by group (as many segments as fit in segment.bytes), keeping per
 // batch and record what Kafka keeps: the newest record of each key,

@@ -7,7 +7,7 @@ import (
 
 // Throttle bounds the bytes per second of the cleaners that share it
 // (Kafka's log.cleaner.io.max.bytes.per.second and its Throttler): each
-// round counts what it reads for the offset map, reads for the copy and
+// pass counts what it reads for the offset map, reads for the copy and
 // writes; every checkInterval, if the rate since the last check is above
 // the target, the caller sleeps until it is not.
 type Throttle struct {

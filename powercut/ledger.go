@@ -54,6 +54,9 @@ type Counts struct {
 	// KeysLost: a key of the compacted topic whose newest value is older
 	// than its last acknowledged one (or a value never sent).
 	KeysLost int
+	// SwapsCut: partitions whose crash image held a cleaning's swap cut
+	// short (completed or rolled back before the checks).
+	SwapsCut int
 	// TopicsLost / TopicsBack: a created topic gone / a deleted topic
 	// back; DeletesUndone: a log start below an acknowledged
 	// DeleteRecords.
@@ -95,6 +98,7 @@ func (c *Counts) Add(o Counts) {
 	c.Atomicity += o.Atomicity
 	c.CommitsLost += o.CommitsLost
 	c.KeysLost += o.KeysLost
+	c.SwapsCut += o.SwapsCut
 	c.TopicsLost += o.TopicsLost
 	c.TopicsBack += o.TopicsBack
 	c.DeletesUndone += o.DeletesUndone
@@ -120,12 +124,12 @@ func (c Counts) String() string {
 		"retries moved %d, atomicity %d, commits lost %d, keys lost %d, topics lost %d, topics back %d, deletes undone %d, "+
 		"wedged ids %d, pinned LSOs %d, unstable offsets %d, open failures %d, check failures %d, "+
 		"pids reused %d, epochs regressed %d, verify ok %d, verify corrupt %d, workload errors %d; "+
-		"disk: file syncs %d, dir syncs %d, renames %d, fallocates %d, torn pages kept %d",
+		"disk: file syncs %d, dir syncs %d, renames %d, fallocates %d, torn pages kept %d, cleaning swaps cut %d",
 		c.Trials, c.Cuts, c.TornCuts, c.Checks, c.Acked, c.Lost, c.LostBeyondBound, c.LostAfterClose, c.Mismatched, c.Duplicated,
 		c.RetryMoved, c.Atomicity, c.CommitsLost, c.KeysLost, c.TopicsLost, c.TopicsBack, c.DeletesUndone,
 		c.WedgedIDs, c.PinnedLSOs, c.Unstable, c.OpenFailures, c.CheckFailures,
 		c.PIDReused, c.EpochRegressed, c.VerifyOK, c.VerifyCorrupt, c.WorkloadErrors,
-		c.FileSyncs, c.DirSyncs, c.Renames, c.Allocates, c.TornPages)
+		c.FileSyncs, c.DirSyncs, c.Renames, c.Allocates, c.TornPages, c.SwapsCut)
 }
 
 // Promise is one row of the table of what a sync policy promises across a
@@ -531,6 +535,8 @@ func (l *Ledger) Check(lines []string) bool {
 			offsets[f[1]+"/"+f[2]+"/"+f[3]] = atoi(f[4])
 		case "kv":
 			kv[f[1]] = atoi(f[2])
+		case "swaps":
+			l.Counts.SwapsCut += int(atoi(f[1]))
 		case "pid":
 			l.pid(atoi(f[1]), int16(atoi(f[2])), fmt.Sprintf("check/%d", l.Counts.Checks))
 		case "error":
