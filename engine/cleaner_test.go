@@ -200,3 +200,22 @@ func dirSize(t *testing.T, dir string) int64 {
 	}
 	return n
 }
+
+// The internal topics describe what they do: compacted, retention off.
+func TestInternalTopicsDescribeCompaction(t *testing.T) {
+	e := openEngine(t, t.TempDir(), Options{Cleaner: CleanerOptions{Disable: true}})
+	defer e.Close()
+	if err := e.CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{{Topic: "t"}: {Offset: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := e.TopicConfig(ConsumerOffsetsTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"cleanup.policy": "compact", "retention.ms": "-1", "segment.bytes": "8388608"}
+	for _, c := range entries {
+		if v, ok := want[c.Name]; ok && c.Value != v {
+			t.Fatalf("%s = %q, want %q", c.Name, c.Value, v)
+		}
+	}
+}
