@@ -51,22 +51,32 @@ func TestOffsetCommitsStayBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts.Cleaner.Disable = true
-	start = time.Now()
-	e, err = Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := e.FetchOffsets("g", tps[:1], false)
-	reopen := time.Since(start)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	last := int64(*offsetCommits - len(tps))
-	if got[tps[0]].Offset != last {
-		t.Fatalf("offset %d after reopen, want %d", got[tps[0]].Offset, last)
+	// The best of three opens: the bytes replayed are the same each
+	// time, what varies is the machine's load.
+	var reopen time.Duration
+	for i := range 3 {
+		start = time.Now()
+		e, err = Open(dir, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.FetchOffsets("g", tps[:1], false)
+		took := time.Since(start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 || took < reopen {
+			reopen = took
+		}
+		last := int64(*offsetCommits - len(tps))
+		if got[tps[0]].Offset != last {
+			t.Fatalf("offset %d after reopen, want %d", got[tps[0]].Offset, last)
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	host, _ := os.Hostname()
-	t.Logf("%d commits in %v (%.0f/s) on %s: __consumer_offsets partition %d segments, %d bytes; open + first fetch %v",
+	t.Logf("%d commits in %v (%.0f/s) on %s: __consumer_offsets partition %d segments, %d bytes; open + first fetch %v (best of 3)",
 		*offsetCommits, commitTime.Truncate(time.Millisecond), float64(*offsetCommits)/commitTime.Seconds(), host, segs, size, reopen.Truncate(time.Microsecond))
 }
