@@ -213,6 +213,11 @@ func storeTopicConfig(dir string, cfg map[string]string) error {
 	return writeTopicConfig(dir, cfg)
 }
 
+// internalSegmentBytes is the segment size of the internal topics, unless
+// the engine's is smaller: with 1,000 live keys, an engine open after
+// 10 million offset commits replays about 8 MiB (docs/PERFORMANCE.md).
+const internalSegmentBytes = 8 << 20
+
 // settingsFor applies a topic's overrides over o (the partition's copy of
 // the engine's options) and returns what the append path reads.
 func (p *Partition) settingsFor(o *partition.Options, cfg map[string]string) (*topicSettings, error) {
@@ -231,10 +236,28 @@ func (p *Partition) settingsFor(o *partition.Options, cfg map[string]string) (*t
 		// unable to end, pinning its partitions' LSO. A segment still
 		// bounds a batch.
 		s.maxBatch = math.MaxInt32
-		// Kafka compacts the internal topics; without compaction, deleting
-		// their segments by age or size would lose committed offsets and
-		// transaction state: retention is off for them.
+		// Kafka compacts the internal topics (cleanup.policy=compact):
+		// they stay bounded by their live keys (committed offsets,
+		// transactional ids), and deleting their segments by age or size
+		// would lose them: retention is off for them.
 		o.RetentionAge, o.RetentionBytes = -1, 0
+		s.compact = true
+		// An open replays an internal topic from its log start: the
+		// cleaned segments (a record per live key) and the active one,
+		// which the cleaner never touches. Small segments bound that
+		// replay (Kafka uses 100 MiB, offsets.topic.segment.bytes, and
+		// loads offsets in the background).
+		if o.Segment.MaxBytes <= 0 || o.Segment.MaxBytes > internalSegmentBytes {
+			o.Segment.MaxBytes = internalSegmentBytes
+		}
+	}
+	if s.compact {
+		// Kafka's LogConfig.maxSegmentMs: a compacted log's active
+		// segment rolls within max.compaction.lag.ms, so that its records
+		// can be cleaned in time (the active segment never is).
+		if lag := msDuration(s.clean.maxLagMs); lag > 0 && (o.RollAge <= 0 || lag < o.RollAge) {
+			o.RollAge = lag
+		}
 	}
 	return s, nil
 }

@@ -34,7 +34,7 @@ type ConfigEntry struct {
 // TopicConfig returns every topic config of a topic, sorted by name: the
 // topic's override where it has one, else the engine's value (from its
 // Options where they set it, else Kafka's default). Internal topics show
-// their retention off, as they keep it.
+// their retention off and cleanup.policy=compact, as they keep them.
 func (e *Engine) TopicConfig(topic string) ([]ConfigEntry, error) {
 	p, err := e.Partition(topic, 0)
 	if err != nil {
@@ -103,6 +103,12 @@ func (e *Engine) defaultConfig(internal bool) []ConfigEntry {
 		// The engine's own setting for its internal topics, whatever the
 		// options say.
 		engine["retention.ms"], engine["retention.bytes"] = "-1", "-1"
+		// Compacted, on segments of at most internalSegmentBytes
+		// (settingsFor).
+		engine["cleanup.policy"] = "compact"
+		if o.Segment.MaxBytes <= 0 || o.Segment.MaxBytes > internalSegmentBytes {
+			engine["segment.bytes"] = strconv.Itoa(internalSegmentBytes)
+		}
 	}
 	entries := make([]ConfigEntry, 0, len(topicConfigDefs))
 	for _, d := range topicConfigDefs {

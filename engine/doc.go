@@ -87,8 +87,8 @@
 //     Open (markers a crash cut short, orphan transactions), so Open can
 //     fail with the coordinator's recovery error.
 //   - The internal topics (__consumer_offsets, __transaction_state) have no
-//     retention: Kafka compacts them, idemlog does not compact, so they
-//     keep every segment. They cannot be deleted.
+//     retention: they are compacted, as in Kafka (cleaner.go), so they stay
+//     bounded by their live keys. They cannot be deleted.
 //   - DeleteTopic is durable per partition: a crash in the middle of one
 //     leaves the topic with its first partitions, which a second
 //     DeleteTopic deletes.

@@ -60,6 +60,10 @@ type Options struct {
 	// included: a creation that would pass it is refused whole with
 	// ErrResourceLimit (0: DefaultMaxPartitions; negative: no cap).
 	MaxPartitions int
+	// Cleaner configures the log cleaner, which compacts the topics whose
+	// cleanup.policy lists compact and the internal topics. It runs in
+	// the background when maintenance does (MaintainInterval).
+	Cleaner CleanerOptions
 	// DiskReserve is the free space a creation of partitions must leave on
 	// the data dir's filesystem (0: DefaultDiskReserve, or 1% of the
 	// filesystem where that is less; negative: none).
@@ -147,7 +151,15 @@ type Engine struct {
 
 	// stopMaintain ends the maintenance goroutine (maintain), if any;
 	// maintainDone is closed when it has returned.
-	stopMaintain     chan struct{}
+	stopMaintain chan struct{}
+	// stopCleaner ends the cleaner goroutine (runCleaner), if any;
+	// cleanerDone is closed when it has returned. cleanThrottle is the
+	// cleaner's I/O bound (nil: none).
+	stopCleaner      chan struct{}
+	cleanerDone      chan struct{}
+	stopCleanerOnce  sync.Once
+	cleanerStopping  atomic.Bool
+	cleanThrottle    *partition.Throttle
 	maintainDone     chan struct{}
 	stopMaintainOnce sync.Once
 
@@ -204,6 +216,9 @@ func Open(dir string, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{dir: dir, opts: opts, pids: pids, lock: lock}
+	if opts.Cleaner.IOMaxBytesPerSecond > 0 {
+		e.cleanThrottle = partition.NewThrottle(opts.Cleaner.IOMaxBytesPerSecond)
+	}
 	parts := map[string]*Partition{}
 	fail := func(err error) (*Engine, error) {
 		for _, p := range parts {
@@ -293,6 +308,10 @@ func Open(dir string, opts Options) (*Engine, error) {
 	if e.opts.MaintainInterval > 0 {
 		e.stopMaintain, e.maintainDone = make(chan struct{}), make(chan struct{})
 		go e.maintain()
+		if !e.opts.Cleaner.Disable {
+			e.stopCleaner, e.cleanerDone = make(chan struct{}), make(chan struct{})
+			go e.runCleaner()
+		}
 	}
 	return e, nil
 }
@@ -710,6 +729,7 @@ func (e *Engine) ExpireProducers() int {
 
 // Close closes every partition cleanly (snapshots, clean-shutdown markers).
 func (e *Engine) Close() error {
+	e.stopCleaning()
 	e.stopMaintenance()
 	e.mu.Lock()
 	// Stored before any log closes: an append that fails on a closed log
@@ -735,6 +755,7 @@ func (e *Engine) Close() error {
 // Kill stops every partition as a crash would (see partition.Log.Kill): for
 // crash tests that reopen the data directory in the same process.
 func (e *Engine) Kill() {
+	e.stopCleaning()
 	e.stopMaintenance()
 	e.mu.Lock()
 	wasClosed := e.closed.Swap(true)

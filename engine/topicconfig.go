@@ -106,7 +106,7 @@ func applyTopicConfig(o *partition.Options, cfg map[string]string) (*topicSettin
 	if minLag > maxLag {
 		return nil, &ConfigError{Msg: fmt.Sprintf("conflict topic config setting min.compaction.lag.ms (%d) > max.compaction.lag.ms (%d)", minLag, maxLag)}
 	}
-	s := &topicSettings{config: cfg, maxBatch: o.MaxBatchSize, tsBefore: math.MaxInt64, tsAfter: math.MaxInt64}
+	s := &topicSettings{config: cfg, maxBatch: o.MaxBatchSize, tsBefore: math.MaxInt64, tsAfter: math.MaxInt64, clean: defaultCleanSettings}
 	for _, name := range names {
 		if def := configDefByName[name]; def.apply != nil {
 			def.apply(o, s, strings.TrimSpace(cfg[name]))

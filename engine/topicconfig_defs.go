@@ -55,8 +55,10 @@ type topicSettings struct {
 	// after.max.ms (with difference.max.ms standing in for either left at
 	// its default, as Kafka 3.6-3.9 do); math.MaxInt64 checks nothing.
 	tsBefore, tsAfter int64
-	// compact: cleanup.policy lists compact.
+	// compact: cleanup.policy lists compact (always for the internal
+	// topics); clean: the compaction configs.
 	compact bool
+	clean   cleanSettings
 	// recompress: compression.type names a codec (not "producer"), codec;
 	// levels are compression.gzip.level, lz4 and zstd's, by codec (0: the
 	// codec's default).
@@ -275,7 +277,8 @@ var topicConfigDefs = []configDef{
 		}},
 	{name: "compression.zstd.level", typ: typeInt, def: "3", broker: "compression.zstd.level", check: intBetween(-131072, 22),
 		apply: func(_ *partition.Options, s *topicSettings, v string) { s.levels[batch.CodecZstd] = int(mustLong(v)) }},
-	{name: "delete.retention.ms", typ: typeLong, def: "86400000", broker: "log.cleaner.delete.retention.ms", check: longAtLeast(0)},
+	{name: "delete.retention.ms", typ: typeLong, def: "86400000", broker: "log.cleaner.delete.retention.ms", check: longAtLeast(0),
+		apply: func(_ *partition.Options, s *topicSettings, v string) { s.clean.deleteRetentionMs = mustLong(v) }},
 	{name: "file.delete.delay.ms", typ: typeLong, def: "60000", broker: "log.segment.delete.delay.ms", check: longAtLeast(0)},
 	{name: "flush.messages", typ: typeLong, def: longMax, broker: "log.flush.interval.messages", check: longAtLeast(1),
 		apply: func(o *partition.Options, _ *topicSettings, v string) {
@@ -313,7 +316,8 @@ var topicConfigDefs = []configDef{
 	{name: "leader.replication.throttled.replicas", typ: typeList, def: "", broker: "", check: checkThrottledReplicas},
 	{name: "local.retention.bytes", typ: typeLong, def: "-2", broker: "log.local.retention.bytes", check: longAtLeast(-2)},
 	{name: "local.retention.ms", typ: typeLong, def: "-2", broker: "log.local.retention.ms", check: longAtLeast(-2)},
-	{name: "max.compaction.lag.ms", typ: typeLong, def: longMax, broker: "log.cleaner.max.compaction.lag.ms", check: longAtLeast(1)},
+	{name: "max.compaction.lag.ms", typ: typeLong, def: longMax, broker: "log.cleaner.max.compaction.lag.ms", check: longAtLeast(1),
+		apply: func(_ *partition.Options, s *topicSettings, v string) { s.clean.maxLagMs = mustLong(v) }},
 	{name: "max.message.bytes", typ: typeInt, def: "1048588", broker: "message.max.bytes", check: intBetween(0, math.MaxInt32),
 		apply: func(o *partition.Options, s *topicSettings, v string) {
 			// 0 refuses every batch, as in Kafka; the options read 0 as
@@ -331,8 +335,12 @@ var topicConfigDefs = []configDef{
 	{name: "message.timestamp.type", typ: typeString, def: "CreateTime", broker: "log.message.timestamp.type",
 		check: oneOf("CreateTime", "LogAppendTime"),
 		apply: func(_ *partition.Options, s *topicSettings, v string) { s.logAppendTime = v == "LogAppendTime" }},
-	{name: "min.cleanable.dirty.ratio", typ: typeDouble, def: "0.5", broker: "log.cleaner.min.cleanable.ratio", check: checkRatio},
-	{name: "min.compaction.lag.ms", typ: typeLong, def: "0", broker: "log.cleaner.min.compaction.lag.ms", check: longAtLeast(0)},
+	{name: "min.cleanable.dirty.ratio", typ: typeDouble, def: "0.5", broker: "log.cleaner.min.cleanable.ratio", check: checkRatio,
+		apply: func(_ *partition.Options, s *topicSettings, v string) {
+			s.clean.dirtyRatio, _ = strconv.ParseFloat(v, 64)
+		}},
+	{name: "min.compaction.lag.ms", typ: typeLong, def: "0", broker: "log.cleaner.min.compaction.lag.ms", check: longAtLeast(0),
+		apply: func(_ *partition.Options, s *topicSettings, v string) { s.clean.minLagMs = mustLong(v) }},
 	{name: "min.insync.replicas", typ: typeInt, def: "1", broker: "min.insync.replicas", check: intBetween(1, math.MaxInt32)},
 	{name: "preallocate", typ: typeBoolean, def: "false", broker: "log.preallocate", check: checkBool},
 	{name: "remote.log.copy.disable", typ: typeBoolean, def: "false", broker: "", check: checkBool},

@@ -238,6 +238,9 @@ type Log struct {
 	dormant      atomic.Bool
 	dormantState cleanShutdownState
 	dormantBases []int64
+	// cleaner is the compaction state (compact.go).
+	cleaner cleanerState
+
 	// started: openFiles ran to its end (background work runs);
 	// markerGone: it removed the clean-shutdown marker. Under mu after
 	// Open.

@@ -112,6 +112,11 @@ func (l *Log) openFiles() error {
 			"offset", logStart, "recovery_point", recoveryPoint, "reason", why)
 		logStart = 0
 	}
+	// A cleaning's swap a crash cut short is completed or rolled back
+	// before anything reads the segments (compact_swap.go).
+	if err := recoverSwaps(dir, log); err != nil {
+		return err
+	}
 	bases, err := listSegmentsLogged(dir, log)
 	if err != nil {
 		return err

@@ -35,6 +35,8 @@ import (
 //	txdone ID NO commit|abort      ... and returned nil
 //	committing GROUP TOPIC P OFFSET / commit GROUP TOPIC P OFFSET
 //	delrec TOPIC P LOW             DeleteRecordsBefore returned LOW
+//	kvsend KEY SEQ / kvack KEY SEQ a keyed record of the compacted topic
+//	                               about to be appended / acknowledged
 //	error TEXT                     anything unexpected
 //
 // It returns only if it cannot start.
@@ -67,6 +69,7 @@ func Workload(cfg Config, r *Reporter) error {
 	wg.Go(w.transactionalV1)
 	wg.Go(w.commits)
 	wg.Go(w.deletions)
+	wg.Go(w.keyed)
 	wg.Wait()
 	return nil
 }
@@ -99,7 +102,45 @@ func (w *workload) createTopics() error {
 	if err := create(topicRetention, 1, map[string]string{"retention.bytes": strconv.Itoa(retentionBytes)}); err != nil {
 		return err
 	}
+	// Small segments and a low dirty ratio: the cleaner runs (and swaps
+	// segments) many times a stage.
+	if err := create(topicKV, 1, map[string]string{"cleanup.policy": "compact", "segment.bytes": "4096",
+		"min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "100"}); err != nil {
+		return err
+	}
 	return create(topicTxn, txnParts, nil)
+}
+
+// keyed writes records of kvKeys keys to the compacted topic, each value
+// naming its key and a sequence that rises across stages, and reports
+// each before and after its append: the checker's newest value of each
+// key must be at least the last acknowledged one.
+func (w *workload) keyed() {
+	rng := w.rand(500)
+	p, err := w.e.Partition(topicKV, 0)
+	if err != nil {
+		w.r.Printf("error %s", oneLine(err))
+		return
+	}
+	bld := batch.NewBuilder(batch.CodecNone)
+	for {
+		key := rng.IntN(kvKeys)
+		seq := w.sid.Add(1)
+		bld.Reset(batch.CodecNone)
+		bld.Append(time.Now().UnixMilli(), []byte(strconv.Itoa(key)), []byte(strconv.FormatInt(seq, 10)), nil)
+		b, err := bld.Build()
+		if err != nil {
+			w.r.Printf("error build: %s", oneLine(err))
+			return
+		}
+		w.r.Printf("kvsend %d %d", key, seq)
+		if _, err := p.Append(append([]byte(nil), b...)); err != nil {
+			w.r.Printf("error kv append: %s", oneLine(err))
+		} else {
+			w.r.Printf("kvack %d %d", key, seq)
+		}
+		time.Sleep(time.Duration(rng.IntN(4)) * time.Millisecond)
+	}
 }
 
 // retry sends again, first, the batches the parent lists: each must be
