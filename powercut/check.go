@@ -14,7 +14,6 @@ import (
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/engine"
 	"github.com/idemlog/idemlog/logdump"
-	"github.com/idemlog/idemlog/partition"
 )
 
 // Recover opens the data dir, which runs every recovery (partitions,
@@ -34,13 +33,14 @@ func Recover(cfg Config, r *Reporter) error {
 	select {}
 }
 
-// completeSwaps applies partition.RecoverSwaps to every partition
-// directory of the data dir holding a cleaning's temporary files, and
-// returns how many it changed.
-func completeSwaps(dir string) (int, error) {
+// cutSwaps counts the partition directories of the data dir that hold a
+// cleaning's temporary files (.cleaned, .swap, .deleted): swaps the power
+// cut. It changes nothing: verify and then the open judge the image as
+// the cut left it.
+func cutSwaps(dir string) (int, error) {
 	parts, err := os.ReadDir(dir)
 	if err != nil {
-		return 0, nil // no data dir: nothing to complete
+		return 0, nil // no data dir: nothing to count
 	}
 	n := 0
 	for _, p := range parts {
@@ -55,9 +55,6 @@ func completeSwaps(dir string) (int, error) {
 		for _, f := range files {
 			name := f.Name()
 			if strings.HasSuffix(name, ".swap") || strings.HasSuffix(name, ".cleaned") || strings.HasSuffix(name, ".deleted") {
-				if err := partition.RecoverSwaps(pdir, nil); err != nil {
-					return n, err
-				}
 				n++
 				break
 			}
@@ -88,12 +85,10 @@ const reinitBound = 3 * TxnTimeout
 //	done
 func Check(cfg Config, r *Reporter) error {
 	var out bytes.Buffer
-	// A cleaning's swap cut by the power: its .swap files replace old
-	// segments only once an open applies the recovery rules, which
-	// logdump.Verify does not; the image is verified as the open will
-	// read it. Open's own handling of the same states is
-	// partition.TestCleanCrashKill's.
-	if n, err := completeSwaps(cfg.Dir); err != nil {
+	// A cleaning's swap cut by the power is verified as the cut left it:
+	// logdump.Verify applies the rules partition.Open completes or rolls
+	// back such a swap by, and the open that follows must agree.
+	if n, err := cutSwaps(cfg.Dir); err != nil {
 		r.Printf("error swaps: %s", oneLine(err))
 	} else if n > 0 {
 		r.Printf("swaps %d", n)
