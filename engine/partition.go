@@ -129,6 +129,28 @@ func openPartition(dir, topic string, index int, opts *Options, engineClosed *at
 	return p, hasID, nil
 }
 
+// newPartition opens a partition whose directory createPartitionDirs has
+// just made (its topic.config holding cfg, its partition.metadata id):
+// from what the creation knows, without reading the directory back. An
+// empty log has no producer state to load nor recovery to finish.
+func newPartition(dir, topic string, index int, cfg map[string]string, id [16]byte, opts *Options, engineClosed *atomic.Bool) (*Partition, error) {
+	p := &Partition{topic: topic, index: index, topicID: id, opts: opts, engineClosed: engineClosed, txns: newOpenTxns(),
+		producers: &producerTable{}}
+	lopts := opts.Partition
+	lopts.Snapshot = p.snapshotImage
+	lopts.Lazy = true
+	settings, err := p.settingsFor(&lopts, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open partition %s-%d: %w", topic, index, err)
+	}
+	p.settings.Store(settings)
+	if p.log, err = partition.OpenEmpty(dir, lopts); err != nil {
+		return nil, fmt.Errorf("cannot open partition %s-%d: %w", topic, index, err)
+	}
+	p.producers.SetMaxEntries(opts.MaxProducersPerPartition)
+	return p, nil
+}
+
 // Log returns the partition's log, for reads.
 func (p *Partition) Log() *partition.Log { return p.log }
 
