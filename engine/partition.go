@@ -107,6 +107,16 @@ func openPartition(dir, topic string, index int, opts *Options, engineClosed *at
 		return nil, false, fmt.Errorf("cannot open partition %s-%d: %w", topic, index, err)
 	}
 	p.log = l
+	// A partition never written has no producer state: its directory's
+	// listing, which the log just read, held no snapshot.
+	if l.Fresh() {
+		p.producers.SetMaxEntries(opts.MaxProducersPerPartition)
+		if p.topicID, hasID, err = readPartitionMetadata(dir); err != nil {
+			l.Close()
+			return nil, false, err
+		}
+		return p, hasID, nil
+	}
 	if err := p.loadProducers(dir); err != nil {
 		// Not Close: a clean close would have the next open trust the
 		// producer state and aborted-transaction index this load did not

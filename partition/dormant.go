@@ -164,6 +164,7 @@ func (l *Log) openDormant() (ok bool, err error) {
 		return false, nil
 	} else {
 		st = cleanShutdownState{FirstSegmentMaxTimestamp: -1, LogEndOffset: -1}
+		l.fresh = true
 	}
 	var recoveryPoint, logStart int64
 	if rpFile {
@@ -284,6 +285,11 @@ func (l *Log) retentionDueDormant() bool {
 	ts := st.FirstSegmentMaxTimestamp
 	return ts < 0 || l.opts.Now().UnixMilli()-ts > l.opts.RetentionAge.Milliseconds()
 }
+
+// Fresh reports whether the log opened dormant from a directory that held
+// no segment, snapshot or clean-shutdown marker (a partition never
+// written): its owner has no producer state to look for.
+func (l *Log) Fresh() bool { return l.fresh }
 
 // Dormant reports whether the log's segments are still unopened (see
 // Options.Lazy).

@@ -222,6 +222,9 @@ type Log struct {
 	dormant      atomic.Bool
 	dormantState cleanShutdownState
 	dormantBases []int64
+	// fresh: opened dormant from a directory without segment, snapshot
+	// or marker (Fresh); set at open, then fixed.
+	fresh bool
 	// started: openFiles ran to its end (background work runs);
 	// markerGone: it removed the clean-shutdown marker. Under mu after
 	// Open.

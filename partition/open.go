@@ -88,6 +88,7 @@ func OpenEmpty(dir string, opts Options) (*Log, error) {
 		return nil, err
 	}
 	l.setDormant(cleanShutdownState{FirstSegmentMaxTimestamp: -1, LogEndOffset: -1}, nil, 0, 0)
+	l.fresh = true
 	return l, nil
 }
 
