@@ -205,7 +205,7 @@ type Log struct {
 	recoveredFrom int64 // set by Open; see RecoveredFrom
 
 	stop    chan struct{}
-	flusher sync.WaitGroup // the visibility syncer
+	flusher sync.WaitGroup // the interval flusher, the visibility syncer
 	// visKick wakes the visibility syncer (durableOnly logs only): an
 	// append was committed that only a sync makes visible.
 	visKick chan struct{}
@@ -214,11 +214,7 @@ type Log struct {
 	// Options.Now; under mu): its age for segment.ms when its first batch
 	// carried no timestamp.
 	activeCreated int64
-	bg            sync.WaitGroup // the maintainer's turns on the pool
-	// flushArmed: an interval flush is due (under mu; see
-	// armFlushLocked), on flushTimer, made at the first.
-	flushArmed bool
-	flushTimer *time.Timer
+	bg            sync.WaitGroup // the maintainer
 
 	// dormant is set while the segments are unopened (Options.Lazy); it
 	// goes false once, under mu (awaken). dormantState and dormantBases
@@ -420,9 +416,6 @@ func (l *Log) commitLocked(n int64) (wait, raised bool) {
 		}
 	default:
 		raised = l.publish(seg)
-		if l.opts.Sync.Kind == SyncInterval {
-			l.armFlushLocked()
-		}
 	}
 	return false, raised
 }

@@ -2,16 +2,14 @@ package partition
 
 import (
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 
 	"github.com/idemlog/idemlog/internal/fsutil"
 	"github.com/idemlog/idemlog/segment"
 )
 
-// The maintainer is the queue of a partition's background work, run in
-// order on the process's pool (pool.go), that keeps slow work off the
-// append path:
+// The maintainer is one background goroutine per partition that keeps slow
+// work off the append path:
 //
 //   - sealing a rolled segment (final time-index entry, trims, fsync of a
 //     segment that may hold a gigabyte of dirty pages under SyncNever),
@@ -24,12 +22,8 @@ import (
 // Tasks run in order, so segments are sealed in offset order and the
 // recovery point only moves forward.
 type maintainer struct {
-	// qmu guards queue and scheduled: the log's tasks not yet run, and
-	// whether the log is on the pool's run queue or being run (pool.go).
-	qmu       sync.Mutex
-	queue     []task
-	scheduled bool
-	spare     atomic.Pointer[segment.Spare]
+	tasks chan task
+	spare atomic.Pointer[segment.Spare]
 	// spareWanted is set while a spare is being made, so rolls in quick
 	// succession ask for one spare at a time.
 	spareWanted atomic.Bool
@@ -62,7 +56,6 @@ const (
 	taskPrefault
 	taskBarrier
 	taskRetire
-	taskFlush
 )
 
 type task struct {
@@ -83,98 +76,76 @@ type task struct {
 	retired []*segRef
 }
 
-// maxQueuedPrefaults: a prefault is dropped when this many tasks are
-// queued already (the writer reserves for itself if it must); seals,
-// spares and the rest are never dropped.
-const maxQueuedPrefaults = 64
-
-// submit queues t without blocking the writer, scheduling the log on the
-// pool if it was not. The caller holds mu, and nothing submits once the
-// log is closed, so that Close's wait (bg) sees every task.
+// submit queues t without blocking the writer; prefaults are dropped when
+// the queue is full (the writer reserves for itself if it must), seals and
+// spares are not.
 func (l *Log) submit(t task) {
-	m := &l.maint
-	m.qmu.Lock()
-	if t.kind == taskPrefault && len(m.queue) >= maxQueuedPrefaults {
-		m.qmu.Unlock()
-		// The task holds a reference on its segment (writeLocked),
-		// which the task would have released: dropped, it must be
-		// released here, or the segment is never closed, unmapped or
-		// deleted.
-		t.seg.release()
-		return
-	}
-	m.queue = append(m.queue, t)
-	schedule := !m.scheduled
-	if schedule {
-		m.scheduled = true
-		l.bg.Add(1) // done when the queue is found empty (runTurn)
-	}
-	m.qmu.Unlock()
-	if schedule {
-		background.schedule(l)
-	}
-}
-
-// runTask runs one of the log's tasks (on a pool worker).
-func (l *Log) runTask(t task) {
-	if l.maint.drop.Load() {
-		if t.seg != nil {
+	if t.kind == taskPrefault {
+		select {
+		case l.maint.tasks <- t:
+		default:
+			// The task holds a reference on its segment (writeLocked),
+			// which the maintainer would have released: dropped, it must
+			// be released here, or the segment is never closed, unmapped
+			// or deleted.
 			t.seg.release()
 		}
-		for _, s := range t.retired {
-			s.retire(false) // as a crash would: the files stay
-		}
-		if t.done != nil {
-			close(t.done)
-		}
 		return
 	}
-	switch t.kind {
-	case taskBarrier:
-		close(t.done)
-	case taskRetire:
-		for _, s := range t.retired {
-			s.retire(true)
-		}
-	case taskSeal:
-		l.sealRolled(t.seg, t.end)
-	case taskFlush:
-		l.intervalFlush()
-	case taskSpare:
-		if cur := l.maint.spare.Load(); cur != nil && cur.Recycled() {
-			// Already a recycled file: keep it.
-			l.maint.spareWanted.Store(false)
-			return
-		}
-		sp := l.recycledSpare()
-		if sp == nil {
-			sp, _ = segment.CreateSpare(l.dir, l.opts.Segment, l.maint.zeroRun.Load())
-		}
-		if sp != nil {
-			if old := l.maint.spare.Swap(sp); old != nil {
-				old.Discard()
-			}
-		}
-		l.maint.spareWanted.Store(false)
-	case taskPrefault:
-		// A segment rolled since the request takes no more
-		// appends: preparing it would only write zeros (or
-		// prefault pages) that its seal truncates away.
-		if l.activeRef.Load() == t.seg {
-			_ = t.seg.Prepare(t.cursor, t.ahead, t.populate, t.zero)
-		}
-		t.seg.release()
-		l.preferRecycled()
-	}
+	l.maint.tasks <- t
 }
 
-// stopMaintainer waits for the log's queued tasks to run (once closed or
-// killed: nothing submits any more) and discards its spare.
-func (l *Log) stopMaintainer() {
-	if l.flushTimer != nil {
-		l.flushTimer.Stop()
+func (l *Log) runMaintainer() {
+	defer l.bg.Done()
+	for t := range l.maint.tasks {
+		if l.maint.drop.Load() {
+			if t.seg != nil {
+				t.seg.release()
+			}
+			for _, s := range t.retired {
+				s.retire(false) // as a crash would: the files stay
+			}
+			if t.done != nil {
+				close(t.done)
+			}
+			continue
+		}
+		switch t.kind {
+		case taskBarrier:
+			close(t.done)
+		case taskRetire:
+			for _, s := range t.retired {
+				s.retire(true)
+			}
+		case taskSeal:
+			l.sealRolled(t.seg, t.end)
+		case taskSpare:
+			if cur := l.maint.spare.Load(); cur != nil && cur.Recycled() {
+				// Already a recycled file: keep it.
+				l.maint.spareWanted.Store(false)
+				continue
+			}
+			sp := l.recycledSpare()
+			if sp == nil {
+				sp, _ = segment.CreateSpare(l.dir, l.opts.Segment, l.maint.zeroRun.Load())
+			}
+			if sp != nil {
+				if old := l.maint.spare.Swap(sp); old != nil {
+					old.Discard()
+				}
+			}
+			l.maint.spareWanted.Store(false)
+		case taskPrefault:
+			// A segment rolled since the request takes no more
+			// appends: preparing it would only write zeros (or
+			// prefault pages) that its seal truncates away.
+			if l.activeRef.Load() == t.seg {
+				_ = t.seg.Prepare(t.cursor, t.ahead, t.populate, t.zero)
+			}
+			t.seg.release()
+			l.preferRecycled()
+		}
 	}
-	l.bg.Wait()
 	if sp := l.maint.spare.Swap(nil); sp != nil {
 		sp.Discard()
 	}
@@ -213,8 +184,8 @@ func (l *Log) sealRolled(seg *segRef, end int64) {
 		// (Without this: a sync acknowledged a batch whose seal failed.)
 		l.fail(err)
 	}
-	// Only unsealedMu, never mu: the writer holds mu across its appends,
-	// which a seal on the pool must not wait for.
+	// Only unsealedMu, never mu: the writer may be blocked on a full task
+	// queue while holding mu, waiting for this goroutine.
 	l.unsealedMu.Lock()
 	for i, s := range l.unsealed {
 		if s == seg {

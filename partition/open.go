@@ -381,8 +381,13 @@ func (l *Log) openFiles() error {
 			return fail(err)
 		}
 	}
-	// The maintainer and, under SyncInterval, the flushes run on the
-	// process's pool, queued when there is work (pool.go).
+	l.maint.tasks = make(chan task, 64)
+	l.bg.Add(1)
+	go l.runMaintainer()
+	if opts.Sync.Kind == SyncInterval {
+		l.flusher.Add(1)
+		go l.runFlusher(opts.Sync.Interval)
+	}
 	if l.durableOnly() && !opts.noVisibilitySyncer {
 		l.visKick = make(chan struct{}, 1)
 		l.flusher.Add(1)
@@ -421,9 +426,10 @@ func (l *Log) Close() error {
 	l.wake()
 	close(l.stop)
 	l.flusher.Wait()
-	// Nothing submits once closed is set (submitters hold mu): what is
-	// queued (seals) runs, and the queue stays empty.
-	l.stopMaintainer()
+	// Nothing submits once closed is set (submitters hold mu), so the
+	// queue can be closed; the maintainer seals what is queued and exits.
+	close(l.maint.tasks)
+	l.bg.Wait()
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -683,7 +689,8 @@ func (l *Log) Kill() {
 	l.maint.drop.Store(true)
 	close(l.stop)
 	l.flusher.Wait()
-	l.stopMaintainer()
+	close(l.maint.tasks)
+	l.bg.Wait()
 }
 
 // RecoveredFrom returns the base offset of the first segment Open had to

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/idemlog/idemlog/internal/fsutil"
 )
@@ -191,6 +192,22 @@ func (l *Log) syncOnce() (int64, error) {
 		l.raiseHW(end)
 	}
 	return end, nil
+}
+
+// runFlusher syncs every interval (SyncInterval) and checkpoints the
+// recovery point, until Close.
+func (l *Log) runFlusher(interval time.Duration) {
+	defer l.flusher.Done()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			_ = l.Flush()
+		}
+	}
 }
 
 // runVisibilitySyncer, under DurableVisibility, syncs what was committed
