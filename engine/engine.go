@@ -580,41 +580,45 @@ func (e *Engine) planCreation(topic string, partitions int, cfg map[string]strin
 // every partition it adds, without mu. On error it returns those it
 // opened before the failure, which are kept.
 func (e *Engine) makePartitions(c *creation) ([]*Partition, error) {
+	exists, err := e.existingDirs(c.topic, c.missing)
+	if err != nil {
+		return nil, err
+	}
 	var newIndexes []int
 	for _, i := range c.missing {
-		if _, serr := os.Stat(filepath.Join(e.dir, partitionKey(c.topic, i))); os.IsNotExist(serr) {
+		if !exists[i] {
 			newIndexes = append(newIndexes, i)
 		}
 	}
-	missing := c.missing
-	var err error
+	made := map[int]bool{}
 	if len(newIndexes) > 0 {
 		var created []string
 		created, err = createPartitionDirs(e.dir, c.topic, newIndexes, c.cfg, c.id)
-		if err != nil {
-			// Only the directories created are opened below; CreateTopic
-			// again makes the rest.
-			made := map[int]bool{}
-			for _, i := range newIndexes {
-				made[i] = false
-			}
-			for _, key := range created {
-				_, i, _ := parsePartitionName(key)
-				made[i] = true
-			}
-			var kept []int
-			for _, i := range missing {
-				if isNew, ok := made[i]; !ok || isNew {
-					kept = append(kept, i)
-				}
-			}
-			missing = kept
+		// On error only the directories created are opened below;
+		// CreateTopic again makes the rest.
+		for _, key := range created {
+			_, i, _ := parsePartitionName(key)
+			made[i] = true
 		}
 	}
 	var opened []*Partition
-	for _, i := range missing {
+	for _, i := range c.missing {
 		key := partitionKey(c.topic, i)
 		dir := filepath.Join(e.dir, key)
+		if made[i] {
+			p, oerr := newPartition(dir, c.topic, i, c.cfg, c.id, &e.opts, &e.closed)
+			if oerr != nil {
+				err = errors.Join(err, oerr)
+				break
+			}
+			opened = append(opened, p)
+			continue
+		}
+		if !exists[i] {
+			continue // its creation failed
+		}
+		// A directory the engine does not hold (left by an earlier
+		// creation that failed half way, or made behind its back).
 		p, hasID, oerr := openPartition(dir, c.topic, i, &e.opts, &e.closed)
 		if oerr != nil {
 			err = errors.Join(err, oerr)
@@ -638,6 +642,40 @@ func (e *Engine) makePartitions(c *creation) ([]*Partition, error) {
 		opened = append(opened, p)
 	}
 	return opened, err
+}
+
+// existingDirs reports which of topic's partitions indexes have a
+// directory in the data dir: with a stat each for a few, with one listing
+// of the data dir for many.
+func (e *Engine) existingDirs(topic string, indexes []int) (map[int]bool, error) {
+	exists := map[int]bool{}
+	if len(indexes) < 64 {
+		for _, i := range indexes {
+			if _, err := os.Stat(filepath.Join(e.dir, partitionKey(topic, i))); !os.IsNotExist(err) {
+				exists[i] = true
+			}
+		}
+		return exists, nil
+	}
+	d, err := os.Open(e.dir)
+	if err != nil {
+		return nil, fmt.Errorf("cannot list data dir: %w", err)
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return nil, fmt.Errorf("cannot list data dir: %w", err)
+	}
+	want := make(map[int]bool, len(indexes))
+	for _, i := range indexes {
+		want[i] = true
+	}
+	for _, name := range names {
+		if t, i, ok := parsePartitionName(name); ok && t == topic && want[i] {
+			exists[i] = true
+		}
+	}
+	return exists, nil
 }
 
 // publishCreation makes c's opened partitions visible under mu and ends

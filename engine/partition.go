@@ -107,6 +107,16 @@ func openPartition(dir, topic string, index int, opts *Options, engineClosed *at
 		return nil, false, fmt.Errorf("cannot open partition %s-%d: %w", topic, index, err)
 	}
 	p.log = l
+	// A partition never written has no producer state: its directory's
+	// listing, which the log just read, held no snapshot.
+	if l.Fresh() {
+		p.producers.SetMaxEntries(opts.MaxProducersPerPartition)
+		if p.topicID, hasID, err = readPartitionMetadata(dir); err != nil {
+			l.Close()
+			return nil, false, err
+		}
+		return p, hasID, nil
+	}
 	if err := p.loadProducers(dir); err != nil {
 		// Not Close: a clean close would have the next open trust the
 		// producer state and aborted-transaction index this load did not
@@ -127,6 +137,28 @@ func openPartition(dir, topic string, index int, opts *Options, engineClosed *at
 		return nil, false, err
 	}
 	return p, hasID, nil
+}
+
+// newPartition opens a partition whose directory createPartitionDirs has
+// just made (its topic.config holding cfg, its partition.metadata id):
+// from what the creation knows, without reading the directory back. An
+// empty log has no producer state to load nor recovery to finish.
+func newPartition(dir, topic string, index int, cfg map[string]string, id [16]byte, opts *Options, engineClosed *atomic.Bool) (*Partition, error) {
+	p := &Partition{topic: topic, index: index, topicID: id, opts: opts, engineClosed: engineClosed, txns: newOpenTxns(),
+		producers: &producerTable{}}
+	lopts := opts.Partition
+	lopts.Snapshot = p.snapshotImage
+	lopts.Lazy = true
+	settings, err := p.settingsFor(&lopts, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open partition %s-%d: %w", topic, index, err)
+	}
+	p.settings.Store(settings)
+	if p.log, err = partition.OpenEmpty(dir, lopts); err != nil {
+		return nil, fmt.Errorf("cannot open partition %s-%d: %w", topic, index, err)
+	}
+	p.producers.SetMaxEntries(opts.MaxProducersPerPartition)
+	return p, nil
 }
 
 // Log returns the partition's log, for reads.

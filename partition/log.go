@@ -241,6 +241,9 @@ type Log struct {
 	// cleaner is the compaction state (compact.go).
 	cleaner cleanerState
 
+	// fresh: opened dormant from a directory without segment, snapshot
+	// or marker (Fresh); set at open, then fixed.
+	fresh bool
 	// started: openFiles ran to its end (background work runs);
 	// markerGone: it removed the clean-shutdown marker. Under mu after
 	// Open.

@@ -33,6 +33,30 @@ const (
 // CRC, offsets); the log is truncated at the first torn or corrupt batch,
 // later segments are dropped, and indexes are rebuilt.
 func Open(dir string, opts Options) (*Log, error) {
+	l, err := newLog(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cannot create partition dir: %w", err)
+	}
+	if l.opts.Lazy {
+		ok, err := l.openDormant()
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return l, nil
+		}
+	}
+	if err := l.openFiles(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// newLog checks opts and makes the log's structure, touching no file.
+func newLog(dir string, opts Options) (*Log, error) {
 	opts = opts.withDefaults()
 	// ParseSyncPolicy refuses these; a policy built as a struct must be
 	// refused too: interval 0 would panic in the flusher's ticker.
@@ -41,9 +65,6 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("cannot open partition: fsync policy interval=%v: %w", opts.Sync.Interval, ErrInvalidSyncPolicy)
 	case opts.Sync.Kind == SyncBytes && opts.Sync.Bytes <= 0:
 		return nil, fmt.Errorf("cannot open partition: fsync policy bytes=%d: %w", opts.Sync.Bytes, ErrInvalidSyncPolicy)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("cannot create partition dir: %w", err)
 	}
 	if err := opts.Flush.check(); err != nil {
 		return nil, fmt.Errorf("cannot open partition: %w", err)
@@ -56,18 +77,22 @@ func Open(dir string, opts Options) (*Log, error) {
 	l.sync.cond.L = &l.sync.mu
 	empty := []*segRef{}
 	l.segs.Store(&empty)
-	if opts.Lazy {
-		ok, err := l.openDormant()
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			return l, nil
-		}
-	}
-	if err := l.openFiles(); err != nil {
+	return l, nil
+}
+
+// OpenEmpty opens the log of a directory its caller has just created and
+// knows to hold no log file (no segment, snapshot, checkpoint or marker):
+// dormant and empty at offset 0, as Open with Options.Lazy makes of such
+// a directory, without reading it. The first append creates the first
+// segment. So that a creation of thousands of partitions does not list
+// and read back thousands of directories it has just written.
+func OpenEmpty(dir string, opts Options) (*Log, error) {
+	l, err := newLog(dir, opts)
+	if err != nil {
 		return nil, err
 	}
+	l.setDormant(cleanShutdownState{FirstSegmentMaxTimestamp: -1, LogEndOffset: -1}, nil, 0, 0)
+	l.fresh = true
 	return l, nil
 }
 
