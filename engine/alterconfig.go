@@ -51,7 +51,7 @@ type ConfigOp struct {
 
 // ErrInvalidConfigRequest: an alteration Kafka refuses as a malformed
 // request (INVALID_REQUEST, 42): a key named twice, an unknown operation.
-var ErrInvalidConfigRequest = errcode.New(42, "invalid config alteration")
+var ErrInvalidConfigRequest = errcode.New(errcode.InvalidRequest, "invalid config alteration")
 
 // IncrementalAlterTopicConfig applies ops to topic's overrides (Kafka's
 // IncrementalAlterConfigs): the whole resulting config is validated and, unless

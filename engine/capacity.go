@@ -13,7 +13,7 @@ import (
 // engine's configured limits cannot hold; nothing was created. It carries
 // Kafka's POLICY_VIOLATION (44), what a broker's creation policy answers,
 // and its message names the limit.
-var ErrResourceLimit = errcode.New(44, "resource limit")
+var ErrResourceLimit = errcode.New(errcode.PolicyViolation, "resource limit")
 
 const (
 	// DefaultMaxPartitions is Options.MaxPartitions' default: an idle

@@ -15,7 +15,7 @@ import (
 
 // Coordinator errors, with Kafka's codes.
 var (
-	ErrInvalidRequest            = errcode.New(errcode.InvalidRequest, "invalid request")
+	ErrInvalidRequest            = errcode.ErrInvalidRequest
 	ErrInvalidTransactionTimeout = errcode.New(errcode.InvalidTransactionTimeout, "invalid transaction timeout")
 	ErrConcurrentTransactions    = errcode.New(errcode.ConcurrentTransactions, "concurrent transactions")
 	ErrInvalidProducerIDMapping  = errcode.New(errcode.InvalidProducerIDMapping, "invalid producer id mapping")

@@ -364,7 +364,7 @@ func (e *Engine) CreateTopicWithConfig(topic string, partitions int, cfg map[str
 }
 
 // ErrTopicAlreadyExists: CreateNewTopic of a topic that exists.
-var ErrTopicAlreadyExists = errcode.New(36, "topic already exists") // TOPIC_ALREADY_EXISTS
+var ErrTopicAlreadyExists = errcode.New(errcode.TopicAlreadyExists, "topic already exists")
 
 // CreateNewTopic is CreateTopicWithConfig for a topic that must not exist
 // yet, as Kafka's CreateTopics creates: ErrTopicAlreadyExists if it does,
@@ -379,7 +379,7 @@ func (e *Engine) CreateNewTopic(topic string, partitions int, cfg map[string]str
 
 // ErrInvalidPartitions: AddPartitions to no more partitions than the
 // topic has (Kafka's INVALID_PARTITIONS, 37).
-var ErrInvalidPartitions = errcode.New(37, "invalid partition count")
+var ErrInvalidPartitions = errcode.New(errcode.InvalidPartitions, "invalid partition count")
 
 // AddPartitions raises topic's partition count to count, as Kafka's
 // CreatePartitions: the new partitions take the topic's configs (those

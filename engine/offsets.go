@@ -41,11 +41,6 @@ const (
 	// offsets.topic.num.partitions, is 50).
 	ConsumerOffsetsPartitions = 8
 
-	// Kafka codes that errcode does not name.
-	codeIllegalGeneration int16 = 22
-	codeInvalidGroupID    int16 = 24
-	codeUnknownMemberID   int16 = 25
-
 	offsetKeyVersion   int16 = 1
 	offsetValueVersion int16 = 3
 )
@@ -57,10 +52,10 @@ var (
 	ErrUnstableOffsetCommit = errcode.New(errcode.UnstableOffsetCommit, "unstable offset commit")
 	// ErrIllegalGeneration and ErrUnknownMemberID are the group fencing
 	// errors of (Txn)OffsetCommit (KIP-447), for the group coordinator.
-	ErrIllegalGeneration = errcode.New(codeIllegalGeneration, "illegal generation")
-	ErrUnknownMemberID   = errcode.New(codeUnknownMemberID, "unknown member id")
+	ErrIllegalGeneration = errcode.ErrIllegalGeneration
+	ErrUnknownMemberID   = errcode.ErrUnknownMemberID
 	// ErrInvalidGroupID: an empty group id.
-	ErrInvalidGroupID = errcode.New(codeInvalidGroupID, "invalid group id")
+	ErrInvalidGroupID = errcode.ErrInvalidGroupID
 	// ErrInvalidOffsetCommit: a malformed commit (negative producer id,
 	// string longer than 32767 bytes).
 	ErrInvalidOffsetCommit = errcode.New(errcode.InvalidRequest, "invalid offset commit")

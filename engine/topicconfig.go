@@ -44,7 +44,7 @@ const (
 // ErrInvalidConfig: a topic config Kafka does not know, or a value Kafka
 // would refuse (INVALID_CONFIG, 40). The error's text is Kafka's message
 // (ConfigError).
-var ErrInvalidConfig = errcode.New(40, "invalid topic config")
+var ErrInvalidConfig = errcode.New(errcode.InvalidConfig, "invalid topic config")
 
 // ConfigError is a refused topic config. Msg is the message Kafka's broker
 // gives for it ("Unknown topic config name: x", "Invalid value v for
