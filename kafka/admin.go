@@ -70,7 +70,7 @@ func (s *Server) createPartitions(r *kmsg.CreatePartitionsRequest) kmsg.Response
 				err = engine.ErrInvalidTopic
 			}
 		default:
-			if err = s.eng.AddPartitions(rt.Topic, int(rt.Count)); err == nil {
+			if err = s.eng.Frontend().AddPartitions(rt.Topic, int(rt.Count)); err == nil {
 				s.log.Info("added partitions", "topic", rt.Topic, "from", cur, "to", rt.Count)
 			}
 		}

@@ -22,7 +22,7 @@ func TestDeleteRecords(t *testing.T) {
 	if err := ts.eng.CreateTopic("t", 2); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ts.eng.OffsetGroups(); err != nil { // creates __consumer_offsets
+	if _, err := ts.eng.Frontend().OffsetGroups(); err != nil { // creates __consumer_offsets
 		t.Fatal(err)
 	}
 	rc := dial(t, ts.addr)
@@ -65,7 +65,7 @@ func TestDeleteRecords(t *testing.T) {
 		}
 	}
 	p0, _ := ts.eng.Partition("t", 0)
-	if s := p0.Log().LogStartOffset(); s != 3 {
+	if s := p0.LogStartOffset(); s != 3 {
 		t.Fatalf("log start %d, want 3", s)
 	}
 	req = kmsg.NewPtrDeleteRecordsRequest()
@@ -83,7 +83,7 @@ func TestDeleteRecords(t *testing.T) {
 // internal topic refused; ValidateOnly changes nothing.
 func TestCreatePartitions(t *testing.T) {
 	ts := startServer(t, Options{})
-	if err := ts.eng.CreateTopicWithConfig("t", 1, map[string]string{"retention.ms": "60000"}); err != nil {
+	if err := ts.eng.CreateTopic("t", 1, map[string]string{"retention.ms": "60000"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := ts.eng.CreateTopic("u", 1); err != nil {
@@ -403,7 +403,7 @@ func TestDeleteTopicsInvalidEntries(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	idB, _ := ts.eng.TopicID("b")
+	idB, _ := ts.eng.Frontend().TopicID("b")
 	rc := dial(t, ts.addr)
 	req := kmsg.NewPtrDeleteTopicsRequest()
 	req.Version = 6

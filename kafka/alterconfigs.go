@@ -83,7 +83,7 @@ func (s *Server) alterConfigs(r *kmsg.AlterConfigsRequest) kmsg.Response {
 			case len(nulls) > 0:
 				err = errcode.New(kerr.InvalidRequest.Code, "Null value not supported for : "+strings.Join(nulls, ", "))
 			default:
-				err = s.eng.ReplaceTopicConfig(rr.ResourceName, cfg, r.ValidateOnly)
+				err = s.eng.Frontend().ReplaceTopicConfig(rr.ResourceName, cfg, r.ValidateOnly)
 			}
 		}
 		out.ErrorCode, out.ErrorMessage = s.configError(kmsg.AlterConfigs, rr.ResourceName, err)
@@ -120,7 +120,7 @@ func (s *Server) incrementalAlterConfigs(r *kmsg.IncrementalAlterConfigsRequest)
 			if len(nulls) > 0 {
 				err = errcode.New(kerr.InvalidRequest.Code, "Null value not supported for : "+strings.Join(nulls, ", "))
 			} else {
-				err = s.eng.IncrementalAlterTopicConfig(rr.ResourceName, ops, r.ValidateOnly)
+				err = s.eng.Frontend().IncrementalAlterTopicConfig(rr.ResourceName, ops, r.ValidateOnly)
 			}
 		}
 		out.ErrorCode, out.ErrorMessage = s.configError(kmsg.IncrementalAlterConfigs, rr.ResourceName, err)

@@ -78,7 +78,7 @@ func newGroupServer(t *testing.T, gate *groupGate) *Server {
 	}
 	// Open the offsets store now, so that the gate stops a commit at its
 	// write and not at the store's lazy opening.
-	if _, err := e.FetchOffsets("g", nil, false); err != nil {
+	if _, err := e.Frontend().FetchOffsets("g", nil, false); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -145,7 +145,7 @@ func groupCommit(s *Server, g, memberID string, gen int32, offset int64) int16 {
 func groupCommitted(t *testing.T, s *Server, g string) int64 {
 	t.Helper()
 	tp := engine.TopicPartition{Topic: "t", Partition: 0}
-	got, err := s.eng.FetchOffsets(g, []engine.TopicPartition{tp}, false)
+	got, err := s.eng.Frontend().FetchOffsets(g, []engine.TopicPartition{tp}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestStaleGenerationCommitAfterRebalance(t *testing.T) {
 	a := groupStable(t, s, "g")
 
 	// A commits 50 at generation 1; the write is held after the check.
-	gate.arm("(*Engine).CommitOffsets")
+	gate.arm("Frontend.CommitOffsets")
 	aCommit := groupAsync(func() int16 { return groupCommit(s, "g", a, 1, 50) })
 	gate.waitHit(t)
 
@@ -279,15 +279,15 @@ func TestDeleteGroupsErasesNewMembersCommit(t *testing.T) {
 	// A transactional commit of another group on the same
 	// __consumer_offsets partition holds its append mutex, which the
 	// deletion of g's offsets waits for.
-	other := ""
+	other, fe := "", s.eng.Frontend()
 	for i := 0; ; i++ {
-		if other = fmt.Sprintf("other-%d", i); engine.GroupPartition(other) == engine.GroupPartition("g") {
+		if other = fmt.Sprintf("other-%d", i); fe.GroupPartition(other) == fe.GroupPartition("g") {
 			break
 		}
 	}
 	gate.arm("txnCommitOffsets")
 	txn := groupAsync(func() error {
-		return s.eng.TxnCommitOffsets(other, 1000, 0, map[engine.TopicPartition]engine.OffsetAndMetadata{{Topic: "t", Partition: 0}: {Offset: 1}})
+		return s.eng.Frontend().TxnCommitOffsets(other, 1000, 0, map[engine.TopicPartition]engine.OffsetAndMetadata{{Topic: "t", Partition: 0}: {Offset: 1}})
 	})
 	gate.waitHit(t)
 

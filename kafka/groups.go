@@ -22,7 +22,7 @@ const groupOperations = 1<<3 | 1<<6 | 1<<8
 // protocol type; v4's StatesFilter keeps those in the states it names.
 func (s *Server) listGroups(r *kmsg.ListGroupsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
-	withOffsets, err := s.eng.OffsetGroups()
+	withOffsets, err := s.eng.Frontend().OffsetGroups()
 	if err != nil {
 		resp.ErrorCode = s.code(kmsg.ListGroups, err)
 		return resp
@@ -63,7 +63,7 @@ func (s *Server) describeGroups(r *kmsg.DescribeGroupsRequest) kmsg.Response {
 	for _, name := range r.Groups {
 		g := kmsg.NewDescribeGroupsResponseGroup()
 		d, ok := s.groups.DescribeGroup(name)
-		if !ok && s.eng.GroupHasOffsets(name) {
+		if !ok && s.eng.Frontend().GroupHasOffsets(name) {
 			d.State = "Empty"
 		}
 		g.Group, g.State, g.ProtocolType, g.Protocol = name, d.State, d.ProtocolType, d.Protocol

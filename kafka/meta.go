@@ -134,7 +134,7 @@ func (s *Server) metadata(r *kmsg.MetadataRequest) kmsg.Response {
 	for _, rt := range r.Topics {
 		if rt.Topic == nil {
 			// v10+ may ask by id alone.
-			name, ok := s.eng.TopicByID(rt.TopicID)
+			name, ok := s.eng.Frontend().TopicByID(rt.TopicID)
 			if !ok {
 				t := kmsg.NewMetadataResponseTopic()
 				t.TopicID = rt.TopicID
@@ -164,7 +164,7 @@ func (s *Server) metadata(r *kmsg.MetadataRequest) kmsg.Response {
 			// existing topic's once '.' and '_' are taken alike is
 			// refused. (Without this: auto-creation made "a.b" beside
 			// "a_b".) One another client created meanwhile is answered.
-			err := s.eng.CreateNewTopic(name, s.opts.DefaultPartitions, nil)
+			err := s.eng.Frontend().CreateTopic(name, s.opts.DefaultPartitions, nil)
 			switch {
 			case err == nil:
 				s.log.Info("auto-created topic", "topic", name, "partitions", s.opts.DefaultPartitions)
@@ -190,7 +190,7 @@ func (s *Server) metadata(r *kmsg.MetadataRequest) kmsg.Response {
 			resp.Topics = append(resp.Topics, t)
 			continue
 		}
-		t.TopicID, _ = s.eng.TopicID(name)
+		t.TopicID, _ = s.eng.Frontend().TopicID(name)
 		t.IsInternal = isInternal(name)
 		if r.Version >= 8 && r.IncludeTopicAuthorizedOperations {
 			t.AuthorizedOperations = topicOperations
@@ -236,7 +236,7 @@ func (s *Server) findCoordinator(r *kmsg.FindCoordinatorRequest) kmsg.Response {
 
 // createTopics creates topics; replication factor 1 (or -1, the default)
 // is all a single node offers. Configs are every topic config of Kafka,
-// validated as Kafka validates them (engine.ValidateTopicConfig) and kept
+// validated as Kafka validates them (engine.Frontend.ValidateTopicConfig) and kept
 // with the topic; v5+ answers with the topic's resulting configs.
 func (s *Server) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
@@ -288,7 +288,7 @@ func (s *Server) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
 		case len(nulls) > 0:
 			err = &engine.ConfigError{Msg: "Null value not supported for topic configs: " + strings.Join(nulls, ",")}
 		case r.ValidateOnly:
-			if err = engine.ValidateTopicConfig(cfg); err == nil {
+			if err = s.eng.Frontend().ValidateTopicConfig(cfg); err == nil {
 				if _, ok := s.eng.Topics()[rt.Topic]; ok {
 					err = ErrTopicAlreadyExists
 				}
@@ -296,7 +296,7 @@ func (s *Server) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
 		default:
 			// The existence check and the creation are one step:
 			// concurrent creations of a topic give one success.
-			err = s.eng.CreateNewTopic(rt.Topic, n, cfg)
+			err = s.eng.Frontend().CreateTopic(rt.Topic, n, cfg)
 		}
 		if err != nil {
 			t.ErrorCode = s.code(kmsg.CreateTopics, err)
@@ -306,7 +306,7 @@ func (s *Server) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
 			}
 			t.ErrorMessage = &msg
 		} else {
-			t.TopicID, _ = s.eng.TopicID(rt.Topic)
+			t.TopicID, _ = s.eng.Frontend().TopicID(rt.Topic)
 			t.NumPartitions, t.ReplicationFactor = int32(n), 1
 			if r.Version >= 5 {
 				t.Configs = s.createdConfigs(rt.Topic, cfg, r.ValidateOnly)
@@ -323,9 +323,9 @@ func (s *Server) createTopics(r *kmsg.CreateTopicsRequest) kmsg.Response {
 // createdConfigs is CreateTopics v5+'s list of a new topic's configs: every
 // topic config, sorted by name, with its value and source.
 func (s *Server) createdConfigs(topic string, cfg map[string]string, validateOnly bool) []kmsg.CreateTopicsResponseTopicConfig {
-	entries := s.eng.DefaultTopicConfig()
+	entries := s.eng.Frontend().DefaultTopicConfig()
 	if !validateOnly {
-		if got, err := s.eng.TopicConfig(topic); err == nil {
+		if got, err := s.eng.Frontend().TopicConfig(topic); err == nil {
 			entries, cfg = got, nil
 		}
 	}
@@ -401,7 +401,7 @@ func (s *Server) deleteTopics(r *kmsg.DeleteTopicsRequest) kmsg.Response {
 		}
 		if tg.name == nil || *tg.name == "" {
 			t.Topic = nil
-			if name, ok := s.eng.TopicByID(tg.id); ok {
+			if name, ok := s.eng.Frontend().TopicByID(tg.id); ok {
 				t.Topic = &name
 			} else {
 				err = ErrUnknownTopicID
@@ -411,7 +411,7 @@ func (s *Server) deleteTopics(r *kmsg.DeleteTopicsRequest) kmsg.Response {
 			if isInternal(*t.Topic) {
 				err = engine.ErrInvalidTopic
 			} else {
-				t.TopicID, _ = s.eng.TopicID(*t.Topic)
+				t.TopicID, _ = s.eng.Frontend().TopicID(*t.Topic)
 				err = s.eng.DeleteTopic(*t.Topic)
 			}
 		}
@@ -430,8 +430,8 @@ func (s *Server) deleteGroups(r *kmsg.DeleteGroupsRequest) kmsg.Response {
 	for _, g := range r.Groups {
 		gr := kmsg.NewDeleteGroupsResponseGroup()
 		gr.Group = g
-		err := s.groups.DeleteGroup(g, s.eng.GroupHasOffsets(g), func() error {
-			_, err := s.eng.DeleteGroupOffsets(g)
+		err := s.groups.DeleteGroup(g, s.eng.Frontend().GroupHasOffsets(g), func() error {
+			_, err := s.eng.Frontend().DeleteGroupOffsets(g)
 			return err
 		})
 		gr.ErrorCode = s.code(kmsg.DeleteGroups, err)

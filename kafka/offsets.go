@@ -27,7 +27,7 @@ func (s *Server) offsetCommit(r *kmsg.OffsetCommitRequest) kmsg.Response {
 		if len(offsets) == 0 {
 			return nil
 		}
-		return s.eng.CommitOffsets(r.Group, offsets)
+		return s.eng.Frontend().CommitOffsets(r.Group, offsets)
 	})
 	if r.Version >= 9 && errors.Is(err, group.ErrGroupIDNotFound) {
 		// Kafka 3.x+ answers a member commit to a group it does not know
@@ -74,7 +74,7 @@ func (s *Server) groupOffsets(group string, topics map[string][]int32, all, requ
 			return nil, 0
 		}
 	}
-	got, err := s.eng.FetchOffsets(group, tps, false)
+	got, err := s.eng.Frontend().FetchOffsets(group, tps, false)
 	if err != nil {
 		return nil, s.code(kmsg.OffsetFetch, err)
 	}
@@ -86,7 +86,7 @@ func (s *Server) groupOffsets(group string, topics map[string][]int32, all, requ
 	for tp, om := range got {
 		f := fetchedOffset{tp: tp, om: om}
 		if requireStable {
-			if _, err := s.eng.FetchOffsets(group, []engine.TopicPartition{tp}, true); errors.Is(err, engine.ErrUnstableOffsetCommit) {
+			if _, err := s.eng.Frontend().FetchOffsets(group, []engine.TopicPartition{tp}, true); errors.Is(err, engine.ErrUnstableOffsetCommit) {
 				f.code = s.code(kmsg.OffsetFetch, err)
 				f.om.Offset = -1
 			}

@@ -48,7 +48,7 @@ func TestProduceZstdBelowV7(t *testing.T) {
 			codes, kerr.UnsupportedCompressionType.Code)
 	}
 	p0, _ := ts.eng.Partition("t", 0)
-	if hw := p0.Log().HighWatermark(); hw != 0 {
+	if hw := p0.HighWatermark(); hw != 0 {
 		t.Fatalf("zstd batch of a v6 produce was written: high watermark %d", hw)
 	}
 }

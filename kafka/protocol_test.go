@@ -18,7 +18,7 @@ import (
 // (17). idemlog appends the client's bytes into the offsets log.
 func TestProduceToInternalTopicRejected(t *testing.T) {
 	ts := startServer(t, Options{})
-	if _, err := ts.eng.OffsetsPartition("g"); err != nil { // creates __consumer_offsets
+	if _, err := ts.eng.Frontend().OffsetsPartition("g"); err != nil { // creates __consumer_offsets
 		t.Fatal(err)
 	}
 	rc := dial(t, ts.addr)
@@ -27,7 +27,7 @@ func TestProduceToInternalTopicRejected(t *testing.T) {
 	if p.ErrorCode != kerr.InvalidTopicException.Code {
 		part, _ := ts.eng.Partition(engine.ConsumerOffsetsTopic, 0)
 		t.Fatalf("produce to %s-0: code %d base offset %d (partition HW now %d), want INVALID_TOPIC_EXCEPTION (17)",
-			engine.ConsumerOffsetsTopic, p.ErrorCode, p.BaseOffset, part.Log().HighWatermark())
+			engine.ConsumerOffsetsTopic, p.ErrorCode, p.BaseOffset, part.HighWatermark())
 	}
 }
 
@@ -126,7 +126,7 @@ func TestListOffsetsTimestampBelowLogStart(t *testing.T) {
 	if _, err := p.Append(buildBatch(t, -1, 0, 0, 4)); err != nil { // ts base+0..3 at offsets 0..3
 		t.Fatal(err)
 	}
-	if err := p.Log().DeleteRecordsBefore(2); err != nil {
+	if _, err := p.DeleteRecordsBefore(2); err != nil {
 		t.Fatal(err)
 	}
 	rc := dial(t, ts.addr)

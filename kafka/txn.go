@@ -42,7 +42,7 @@ func (s *Server) initProducerID(r *kmsg.InitProducerIDRequest) kmsg.Response {
 		// live producer's epoch without fencing anything.)
 		err = ErrInvalidTxnRequest
 	case r.TransactionalID == nil:
-		pid, epoch, err = s.eng.InitProducerID()
+		pid, epoch, err = s.eng.Frontend().InitProducerID()
 	case *r.TransactionalID == "":
 		err = ErrInvalidTxnRequest
 	default:
@@ -66,11 +66,11 @@ func (s *Server) initProducerID(r *kmsg.InitProducerIDRequest) kmsg.Response {
 // others OPERATION_NOT_ATTEMPTED, as Kafka does.
 func (s *Server) addPartitionsToTxn(r *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
-	var refs []engine.TopicPartitionRef
-	unknown := map[engine.TopicPartitionRef]error{}
+	var refs []engine.TopicPartition
+	unknown := map[engine.TopicPartition]error{}
 	for _, rt := range r.Topics {
 		for _, p := range rt.Partitions {
-			ref := engine.TopicPartitionRef{Topic: rt.Topic, Partition: p}
+			ref := engine.TopicPartition{Topic: rt.Topic, Partition: p}
 			refs = append(refs, ref)
 			if isInternal(rt.Topic) {
 				// A client may not write the internal topics, nor put them
@@ -96,7 +96,7 @@ func (s *Server) addPartitionsToTxn(r *kmsg.AddPartitionsToTxnRequest) kmsg.Resp
 		for _, p := range rt.Partitions {
 			rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
 			rp.Partition = p
-			ref := engine.TopicPartitionRef{Topic: rt.Topic, Partition: p}
+			ref := engine.TopicPartition{Topic: rt.Topic, Partition: p}
 			switch {
 			case unknown[ref] != nil:
 				rp.ErrorCode = s.code(kmsg.AddPartitionsToTxn, unknown[ref])
@@ -120,9 +120,9 @@ func (s *Server) addOffsetsToTxn(r *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
 		resp.ErrorCode = s.code(kmsg.AddOffsetsToTxn, ErrInvalidTxnRequest)
 		return resp
 	}
-	ref, err := s.eng.OffsetsPartition(r.Group)
+	ref, err := s.eng.Frontend().OffsetsPartition(r.Group)
 	if err == nil {
-		err = s.coord.AddPartitions(r.TransactionalID, r.ProducerID, r.ProducerEpoch, []engine.TopicPartitionRef{ref}, false)
+		err = s.coord.AddPartitions(r.TransactionalID, r.ProducerID, r.ProducerEpoch, []engine.TopicPartition{ref}, false)
 	}
 	resp.ErrorCode = s.fencedCode(kmsg.AddOffsetsToTxn, r.Version, 2, err)
 	return resp
