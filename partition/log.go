@@ -863,8 +863,12 @@ func (l *Log) OffsetForTime(ts int64) (int64, error) {
 					return hw, nil
 				}
 				if b.MaxTimestamp() >= ts && b.LastOffset() >= start {
+					// The offset is read from the mapping before the
+					// reference goes: once released, retention may recycle
+					// the segment and unmap what b points into.
+					off := max(b.BaseOffset(), start)
 					ref.release()
-					return max(b.BaseOffset(), start), nil
+					return off, nil
 				}
 			}
 		}

@@ -779,7 +779,13 @@ func (l *Ledger) checkCommits(offsets map[string]int64) {
 	}
 }
 
-// WriteRetries writes Retries to path.
+// WriteRetries writes Retries to path, one line each; no batch in flight
+// leaves the file empty (not a blank line, which is no batch).
 func (l *Ledger) WriteRetries(path string) error {
-	return os.WriteFile(path, []byte(strings.Join(l.Retries(), "\n")+"\n"), 0o644)
+	var b strings.Builder
+	for _, r := range l.Retries() {
+		b.WriteString(r)
+		b.WriteByte('\n')
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
