@@ -299,3 +299,46 @@ func TestPartitionLookupAllocatesNothing(t *testing.T) {
 		t.Fatalf("Partition lookup: %v allocs, want 0", n)
 	}
 }
+
+// TestCreateTopicRefusals: a partition count below 1 is an invalid
+// partition count (Kafka's INVALID_PARTITIONS), not an invalid topic name,
+// which is what it used to report; the internal topics are the engine's
+// and cannot be created, or appended to, through the embedding API. Each
+// refusal leaves the engine as it was.
+func TestCreateTopicRefusals(t *testing.T) {
+	e := openEngine(t, t.TempDir(), Options{})
+	defer e.Close()
+	for _, n := range []int{0, -1} {
+		err := e.CreateTopic("t", n)
+		if !errors.Is(err, ErrInvalidPartitions) || errors.Is(err, ErrInvalidTopic) {
+			t.Errorf("CreateTopic(t, %d) = %v, want ErrInvalidPartitions", n, err)
+		}
+	}
+	for _, topic := range []string{ConsumerOffsetsTopic, TransactionStateTopic} {
+		if err := e.CreateTopic(topic, 100); !errors.Is(err, ErrInternalTopic) {
+			t.Errorf("CreateTopic(%s, 100) = %v, want ErrInternalTopic", topic, err)
+		}
+	}
+	if got := e.Topics(); len(got) != 0 {
+		t.Fatalf("topics after refused creations: %v", got)
+	}
+	// The offsets store creates its topic on first use; an append to it
+	// from outside is refused.
+	if err := e.Frontend().CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{{"t", 0}: {Offset: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	p := mustPartition(t, e, ConsumerOffsetsTopic, groupPartition("g"))
+	hw := p.HighWatermark()
+	bld := batch.NewBuilder(batch.CodecNone)
+	bld.Append(1, []byte("k"), []byte("v"), nil)
+	b, err := bld.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Append(b); !errors.Is(err, ErrInternalTopic) {
+		t.Fatalf("Append to %s = %v, want ErrInternalTopic", ConsumerOffsetsTopic, err)
+	}
+	if p.HighWatermark() != hw {
+		t.Fatalf("refused append moved the high watermark from %d to %d", hw, p.HighWatermark())
+	}
+}

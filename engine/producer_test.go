@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -261,5 +262,70 @@ func TestReopenWithLowerProducerLimit(t *testing.T) {
 	}
 	if _, err := p.Append(idem(t, 4, 0, 0, 1, now)); err == nil {
 		t.Fatal("a new producer was taken above the cap")
+	}
+}
+
+// readAllValues returns the values of p's records, in offset order, as a
+// read_uncommitted consumer sees them.
+func readAllValues(t *testing.T, e *Engine, p *Partition) []string {
+	t.Helper()
+	c := e.NewConsumer("", ReadUncommitted)
+	if err := c.Assign(p); err != nil {
+		t.Fatal(err)
+	}
+	var vals []string
+	for c.Position(p) < p.HighWatermark() {
+		if _, err := c.Poll(p, 1<<20, func(r *batch.Record) error {
+			vals = append(vals, string(r.Value))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return vals
+}
+
+// TestSendClearsBuilder: Send used to leave the builder's records in
+// place, so a program that appended more records to the same builder and
+// sent again wrote the first records a second time, under new sequence
+// numbers the broker rules cannot tell from new data: a duplicate made by
+// the API itself. Send now clears the builder once its batch is written.
+func TestSendClearsBuilder(t *testing.T) {
+	e := openEngine(t, t.TempDir(), Options{})
+	defer e.Close()
+	if err := e.CreateTopic("t", 2); err != nil {
+		t.Fatal(err)
+	}
+	idem, txn := mustPartition(t, e, "t", 0), mustPartition(t, e, "t", 1)
+	pr, err := e.NewProducer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := e.NewTransactionalProducer("x", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sends := map[*Partition]func(*Partition, *batch.Builder) (AppendResult, error){idem: pr.Send, txn: tp.Send}
+	for p, send := range sends {
+		bld := batch.NewBuilder(batch.CodecNone)
+		bld.Append(1, nil, []byte("a"), nil)
+		if _, err := send(p, bld); err != nil {
+			t.Fatal(err)
+		}
+		if bld.Count() != 0 {
+			t.Fatalf("%s-%d: builder holds %d records after Send, want 0", p.topic, p.index, bld.Count())
+		}
+		bld.Append(2, nil, []byte("b"), nil)
+		if _, err := send(p, bld); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tp.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for p := range sends {
+		if got := strings.Join(readAllValues(t, e, p), ","); got != "a,b" {
+			t.Errorf("%s-%d holds %q, want \"a,b\" (each record once)", p.topic, p.index, got)
+		}
 	}
 }
