@@ -115,6 +115,7 @@ func (e *Engine) alterTopicConfig(topic string, validateOnly bool, change func(m
 	e.configMu.Lock()
 	defer e.configMu.Unlock()
 	e.mu.Lock()
+	e.waitCreationsLocked(topic) // so that its new partitions get the change
 	if e.closed.Load() {
 		e.mu.Unlock()
 		return ErrClosed

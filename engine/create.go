@@ -76,14 +76,14 @@ func createPartitionDirs(dataDir, topic string, indexes []int, cfg map[string]st
 	if err := syncNewDirs(dataDir, tmps, files); err != nil {
 		return nil, fmt.Errorf("cannot create %d partitions: %w", len(indexes), err)
 	}
-	createTopicStep("synced")
+	createTopicStep(topic, "synced")
 	if len(indexes) > 1 {
 		path, err := writeCreationIntent(dataDir, topic, indexes, id)
 		if err != nil {
 			return nil, err
 		}
 		intent = path
-		createTopicStep("intent")
+		createTopicStep(topic, "intent")
 	}
 	var renameErr error
 	for i, index := range indexes {
@@ -94,7 +94,7 @@ func createPartitionDirs(dataDir, topic string, indexes []int, cfg map[string]st
 		}
 		created = append(created, key)
 		if i == 0 {
-			createTopicStep("renamed one")
+			createTopicStep(topic, "renamed one")
 		}
 	}
 	if len(created) > 0 {
@@ -199,14 +199,14 @@ func finishCreations(dataDir string, log *slog.Logger) error {
 	return nil
 }
 
-// createTopicStepHook, for crash tests, runs after each durable step of a
-// creation ("synced": the temporary directories; "intent"; "renamed one":
-// the first partition in place).
-var createTopicStepHook func(step string)
+// createTopicStepHook, for tests, runs after each durable step of a
+// creation of topic's partitions ("synced": the temporary directories;
+// "intent"; "renamed one": the first partition in place).
+var createTopicStepHook func(topic, step string)
 
-func createTopicStep(step string) {
+func createTopicStep(topic, step string) {
 	if h := createTopicStepHook; h != nil {
-		h(step)
+		h(topic, step)
 	}
 }
 

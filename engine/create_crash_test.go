@@ -83,7 +83,7 @@ func TestCreateTopicCrashChild(t *testing.T) {
 		fmt.Println("error", err)
 		time.Sleep(time.Hour)
 	}
-	createTopicStepHook = func(s string) {
+	createTopicStepHook = func(_, s string) {
 		if s == step {
 			fmt.Println("at " + s)
 			time.Sleep(time.Hour)

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -169,6 +168,14 @@ type Engine struct {
 	// the engine so that it does not outlive it.
 	offsetsMu   sync.Mutex
 	offsetStore *offsetStore
+
+	// creating holds the creations of partitions in progress, by their
+	// topic's collision key, and reserved the partitions they add (under
+	// mu): a creation writes its files without mu (see createTopic).
+	// creations counts them, for Close and Kill to wait for.
+	creating  map[string]*creation
+	reserved  int
+	creations sync.WaitGroup
 
 	// stopMaintain ends the maintenance goroutine (maintain), if any;
 	// maintainDone is closed when it has returned.
@@ -416,6 +423,14 @@ const (
 // collisionKey is the name Kafka compares for collisions.
 func collisionKey(topic string) string { return strings.ReplaceAll(topic, ".", "_") }
 
+// createTopic holds the engine's topic lock (mu) only to check and
+// reserve the creation (planCreation) and to publish its partitions
+// (publishCreation), not while it writes and syncs their files: the
+// seconds a topic of thousands of partitions takes would otherwise stall
+// every other creation, deletion, config change and auto-creation, and
+// with them the listener's requests that make one. Creations of one
+// topic (or of colliding names) still run one at a time, and a deletion
+// or config change of it waits for the creation in progress.
 func (e *Engine) createTopic(topic string, partitions int, cfg map[string]string, mode createMode) error {
 	if err := ValidateTopic(topic); err != nil {
 		return err
@@ -430,123 +445,217 @@ func (e *Engine) createTopic(topic string, partitions int, cfg map[string]string
 		e.configMu.Lock() // the topic's configs stay as read below
 		defer e.configMu.Unlock()
 	}
+	plan, err := e.planCreation(topic, partitions, cfg, mode)
+	if plan == nil || err != nil {
+		return err
+	}
+	opened, err := e.makePartitions(plan)
+	return e.publishCreation(plan, opened, err)
+}
+
+// creation is a creation of partitions in progress: its checks passed
+// and its capacity is reserved under mu (planCreation); its files are
+// being written and its partitions opened without mu (makePartitions).
+type creation struct {
+	topic   string
+	id      [16]byte
+	known   bool // the topic existed: its id is in ids already
+	cfg     map[string]string
+	missing []int // the indexes the engine does not hold
+	// done is closed when the creation is published or dropped: an
+	// operation on the topic (another creation, a deletion, a config
+	// change) waits for it under the same collision key.
+	done chan struct{}
+}
+
+// waitCreationsLocked waits, under mu (released while it waits), until no
+// creation of topic, or of a topic whose name collides with it, is in
+// progress: a second creation then sees the first's partitions, a
+// deletion deletes them, a config change writes theirs.
+func (e *Engine) waitCreationsLocked(topic string) {
+	key := collisionKey(topic)
+	for {
+		c := e.creating[key]
+		if c == nil {
+			return
+		}
+		e.mu.Unlock()
+		<-c.done
+		e.mu.Lock()
+	}
+}
+
+// planCreation checks a creation and reserves it under mu: the topic's
+// collision key (so that creations of one topic run one at a time), its
+// id and its partitions' share of the capacity. It returns nil and no
+// error when there is nothing to create.
+func (e *Engine) planCreation(topic string, partitions int, cfg map[string]string, mode createMode) (*creation, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.waitCreationsLocked(topic)
 	if e.closed.Load() {
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	ids := e.ids.Load()
+	parts := *e.parts.Load()
 	id, known := ids.byName[topic]
 	if mode == addOnly {
-		p0 := (*e.parts.Load())[partitionKey(topic, 0)]
+		p0 := parts[partitionKey(topic, 0)]
 		switch {
 		case !known || p0 == nil:
-			return fmt.Errorf("cannot add partitions to %q: %w", topic, ErrUnknownTopicOrPartition)
+			return nil, fmt.Errorf("cannot add partitions to %q: %w", topic, ErrUnknownTopicOrPartition)
 		case IsInternalTopic(topic):
-			return fmt.Errorf("cannot add partitions to internal topic %q: %w", topic, ErrInvalidTopic)
+			return nil, fmt.Errorf("cannot add partitions to internal topic %q: %w", topic, ErrInvalidTopic)
 		}
 		cur := 0
-		for (*e.parts.Load())[partitionKey(topic, cur)] != nil {
+		for parts[partitionKey(topic, cur)] != nil {
 			cur++
 		}
 		if partitions <= cur || partitions > 1<<20 {
-			return fmt.Errorf("cannot raise topic %q from %d to %d partitions: %w", topic, cur, partitions, ErrInvalidPartitions)
+			return nil, fmt.Errorf("cannot raise topic %q from %d to %d partitions: %w", topic, cur, partitions, ErrInvalidPartitions)
 		}
 		cfg = p0.settings.Load().config
 	}
 	if mode == createNew {
 		if known {
-			return fmt.Errorf("cannot create topic %q: %w", topic, ErrTopicAlreadyExists)
+			return nil, fmt.Errorf("cannot create topic %q: %w", topic, ErrTopicAlreadyExists)
 		}
 		key := collisionKey(topic)
 		for other := range ids.byName {
 			if collisionKey(other) == key {
-				return fmt.Errorf("cannot create topic %q: it collides with %q ('.' and '_' are alike): %w", topic, other, ErrInvalidTopic)
+				return nil, fmt.Errorf("cannot create topic %q: it collides with %q ('.' and '_' are alike): %w", topic, other, ErrInvalidTopic)
 			}
 		}
 	}
 	if !known {
+		// Not the id of a topic being created either.
+		taken := ids.byID
+		if len(e.creating) > 0 {
+			taken = maps.Clone(ids.byID)
+			for _, c := range e.creating {
+				taken[c.id] = c.topic
+			}
+		}
 		var err error
-		if id, err = newTopicID(ids.byID); err != nil {
-			return err
+		if id, err = newTopicID(taken); err != nil {
+			return nil, err
 		}
 	}
-	parts := maps.Clone(*e.parts.Load())
 	var missing []int
 	for i := range partitions {
 		if parts[partitionKey(topic, i)] == nil {
 			missing = append(missing, i)
 		}
 	}
+	if len(missing) == 0 {
+		return nil, nil
+	}
 	// Before anything is created, or even looked for on disk: a request
 	// the machine cannot hold is refused whole, leaving the engine as it
-	// was.
-	if err := e.checkCapacity(topic, len(parts), len(missing)); err != nil {
-		return err
+	// was. The partitions of creations in progress count as created.
+	if err := e.checkCapacity(topic, len(parts), e.reserved, len(missing)); err != nil {
+		return nil, err
 	}
-	var newDirs []string
+	c := &creation{topic: topic, id: id, known: known, cfg: cfg, missing: missing, done: make(chan struct{})}
+	if e.creating == nil {
+		e.creating = map[string]*creation{}
+	}
+	e.creating[collisionKey(topic)] = c
+	e.reserved += len(missing)
+	e.creations.Add(1)
+	return c, nil
+}
+
+// makePartitions writes the directories of c's new partitions and opens
+// every partition it adds, without mu. On error it returns those it
+// opened before the failure, which are kept.
+func (e *Engine) makePartitions(c *creation) ([]*Partition, error) {
 	var newIndexes []int
-	for _, i := range missing {
-		key := partitionKey(topic, i)
-		if _, serr := os.Stat(filepath.Join(e.dir, key)); os.IsNotExist(serr) {
-			newDirs = append(newDirs, key)
+	for _, i := range c.missing {
+		if _, serr := os.Stat(filepath.Join(e.dir, partitionKey(c.topic, i))); os.IsNotExist(serr) {
 			newIndexes = append(newIndexes, i)
 		}
 	}
+	missing := c.missing
 	var err error
-	if len(newDirs) > 0 {
+	if len(newIndexes) > 0 {
 		var created []string
-		created, err = createPartitionDirs(e.dir, topic, newIndexes, cfg, id)
+		created, err = createPartitionDirs(e.dir, c.topic, newIndexes, c.cfg, c.id)
 		if err != nil {
 			// Only the directories created are opened below; CreateTopic
 			// again makes the rest.
-			made := map[string]bool{}
-			for _, key := range created {
-				made[key] = true
+			made := map[int]bool{}
+			for _, i := range newIndexes {
+				made[i] = false
 			}
-			kept := missing[:0]
+			for _, key := range created {
+				_, i, _ := parsePartitionName(key)
+				made[i] = true
+			}
+			var kept []int
 			for _, i := range missing {
-				key := partitionKey(topic, i)
-				if made[key] || !slices.Contains(newDirs, key) {
+				if isNew, ok := made[i]; !ok || isNew {
 					kept = append(kept, i)
 				}
 			}
 			missing = kept
 		}
 	}
-	added := false
+	var opened []*Partition
 	for _, i := range missing {
-		key := partitionKey(topic, i)
+		key := partitionKey(c.topic, i)
 		dir := filepath.Join(e.dir, key)
-		p, hasID, oerr := openPartition(dir, topic, i, &e.opts, &e.closed)
+		p, hasID, oerr := openPartition(dir, c.topic, i, &e.opts, &e.closed)
 		if oerr != nil {
 			err = errors.Join(err, oerr)
 			break
 		}
-		if hasID && p.topicID != id {
+		if hasID && p.topicID != c.id {
 			// Only a directory made behind the engine's back can hold
 			// another id: refuse rather than mix two topics.
-			err = errors.Join(err, fmt.Errorf("cannot create %s: it holds topic id %s, the topic's is %s", key, topicIDString(p.topicID), topicIDString(id)))
+			err = errors.Join(err, fmt.Errorf("cannot create %s: it holds topic id %s, the topic's is %s", key, topicIDString(p.topicID), topicIDString(c.id)))
 			p.close()
 			break
 		}
 		if !hasID {
-			if werr := writePartitionMetadata(dir, id); werr != nil {
+			if werr := writePartitionMetadata(dir, c.id); werr != nil {
 				err = errors.Join(err, werr)
 				p.close()
 				break
 			}
 		}
-		p.topicID = id
-		parts[key] = p
-		added = true
+		p.topicID = c.id
+		opened = append(opened, p)
 	}
-	// Partitions created before a failure are kept (Close closes them);
-	// CreateTopic again adds the rest.
-	if added {
+	return opened, err
+}
+
+// publishCreation makes c's opened partitions visible under mu and ends
+// the creation. Partitions created before a failure are kept (Close
+// closes them); CreateTopic again adds the rest. An engine closed
+// meanwhile gets none: they are closed, their directories stay for the
+// next Open.
+func (e *Engine) publishCreation(c *creation, opened []*Partition, err error) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.creating, collisionKey(c.topic))
+	e.reserved -= len(c.missing)
+	close(c.done)
+	defer e.creations.Done()
+	if e.closed.Load() {
+		for _, p := range opened {
+			_ = p.close()
+		}
+		return errors.Join(err, ErrClosed)
+	}
+	if len(opened) > 0 {
+		parts := maps.Clone(*e.parts.Load())
+		for _, p := range opened {
+			parts[partitionKey(c.topic, p.index)] = p
+		}
 		e.parts.Store(&parts)
-		if !known {
-			e.ids.Store(ids.with(topic, id))
+		if !c.known {
+			e.ids.Store(e.ids.Load().with(c.topic, c.id))
 		}
 	}
 	return err
@@ -611,12 +720,18 @@ func (e *Engine) expireProducers() int {
 func (e *Engine) Close() error {
 	e.stopMaintenance()
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	// Stored before any log closes: an append that fails on a closed log
 	// then sees the flag and reports ErrClosed.
 	if e.closed.Swap(true) {
+		e.mu.Unlock()
 		return ErrClosed
 	}
+	// A creation in progress writes in the data dir without mu: it ends,
+	// finding the engine closed, before the lock is released.
+	e.mu.Unlock()
+	e.creations.Wait()
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	errs := closePartitions(*e.parts.Load())
 	// No producer id may be handed out once the lock is released: another
 	// engine may be handing out the same ones.
@@ -631,8 +746,11 @@ func (e *Engine) Close() error {
 func (e *Engine) kill() {
 	e.stopMaintenance()
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	wasClosed := e.closed.Swap(true)
+	e.mu.Unlock()
+	e.creations.Wait() // as Close: none writes once the lock is released
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, p := range *e.parts.Load() {
 		p.log.Kill()
 	}

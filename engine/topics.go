@@ -311,6 +311,7 @@ func (e *Engine) DeleteTopic(topic string) error {
 func (e *Engine) deleteTopicLocked(topic string, offsets *offsetStore) ([]string, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.waitCreationsLocked(topic)
 	if e.closed.Load() {
 		return nil, ErrClosed
 	}

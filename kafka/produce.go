@@ -1,5 +1,10 @@
 package kafka
 
+// Produce (key 0), versions 3-11 (listed from 0): each partition's record
+// batch appended as the client built it (idempotent and transactional
+// producers checked by the engine), acks 0, 1 and -1, the durability wait
+// overlapping the requests pipelined behind.
+
 import (
 	"encoding/binary"
 	"errors"

@@ -1,5 +1,9 @@
 package kafka
 
+// DescribeConfigs (key 32), versions 0-4: a topic's configs (its overrides
+// and the engine's values for the rest) and this broker's (read-only startup
+// options), synonyms from v1, no documentation strings.
+
 import (
 	"cmp"
 	"slices"
