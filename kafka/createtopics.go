@@ -19,7 +19,7 @@ import (
 
 // createTopics creates topics; replication factor 1 (or -1, the default)
 // is all a single node offers. Configs are every topic config of Kafka,
-// validated as Kafka validates them (engine.ValidateTopicConfig) and kept
+// validated as Kafka validates them (engine.Frontend.ValidateTopicConfig) and kept
 // with the topic; v5+ answers with the topic's resulting configs.
 func (s *Server) createTopics(ctx context.Context, r *kmsg.CreateTopicsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
