@@ -10,6 +10,33 @@ import (
 // answer with (errcode.Code); errors are returned wrapped ("cannot <verb>
 // <thing>: %w"), so errors.Is matches the sentinel.
 var (
+	// ErrUnknownTopicOrPartition: no such topic or partition.
+	ErrUnknownTopicOrPartition = errcode.New(errcode.UnknownTopicOrPartition, "unknown topic or partition")
+
+	// ErrInvalidTopic: a topic name outside Kafka's rules.
+	ErrInvalidTopic = errcode.New(errcode.InvalidTopicException, "invalid topic name")
+
+	// ErrInvalidPartitions: a creation with fewer than one partition, or
+	// Frontend.AddPartitions to no more partitions than the topic has (Kafka's
+	// INVALID_PARTITIONS).
+	ErrInvalidPartitions = errcode.New(errcode.InvalidPartitions, "invalid partition count")
+
+	// ErrTopicAlreadyExists: Frontend.CreateTopic of a topic that exists.
+	ErrTopicAlreadyExists = errcode.New(errcode.TopicAlreadyExists, "topic already exists")
+
+	// ErrInternalTopic: an operation internal topics refuse (DeleteTopic). It
+	// carries Kafka's INVALID_REQUEST (42), what a broker answers for a
+	// request it will not apply to a topic whatever the caller's rights.
+	ErrInternalTopic = errcode.New(errcode.InvalidRequest, "internal topic")
+
+	// ErrClosed: the engine was closed.
+	ErrClosed = errors.New("engine closed")
+
+	// ErrDirLocked: another engine, in this process or another, has the data
+	// dir open. Two engines on one dir would hand out the same producer ids and
+	// write the same segments. (Without this: nothing stopped them.)
+	ErrDirLocked = errors.New("data dir in use by another engine")
+
 	// ErrInvalidConfigRequest: an alteration Kafka refuses as a malformed
 	// request (INVALID_REQUEST, 42): a key named twice, an unknown operation.
 	ErrInvalidConfigRequest = errcode.New(errcode.InvalidRequest, "invalid config alteration")
@@ -33,28 +60,6 @@ var (
 	ErrInvalidProducerIDMapping  = errcode.New(errcode.InvalidProducerIDMapping, "invalid producer id mapping")
 	ErrProducerFenced            = errcode.New(errcode.ProducerFenced, "producer fenced")
 	ErrInvalidTxnState           = errcode.New(errcode.InvalidTxnState, "invalid transaction state")
-
-	// ErrDirLocked: another engine, in this process or another, has the data
-	// dir open. Two engines on one dir would hand out the same producer ids and
-	// write the same segments. (Without this: nothing stopped them.)
-	ErrDirLocked = errors.New("data dir in use by another engine")
-
-	// ErrClosed: the engine was closed.
-	ErrClosed = errors.New("engine closed")
-
-	// ErrTopicAlreadyExists: Frontend.CreateTopic of a topic that exists.
-	ErrTopicAlreadyExists = errcode.New(errcode.TopicAlreadyExists, "topic already exists")
-
-	// ErrInvalidPartitions: a creation with fewer than one partition, or
-	// Frontend.AddPartitions to no more partitions than the topic has (Kafka's
-	// INVALID_PARTITIONS).
-	ErrInvalidPartitions = errcode.New(errcode.InvalidPartitions, "invalid partition count")
-
-	// ErrInvalidTopic: a topic name outside Kafka's rules.
-	ErrInvalidTopic = errcode.New(errcode.InvalidTopicException, "invalid topic name")
-
-	// ErrUnknownTopicOrPartition: no such topic or partition.
-	ErrUnknownTopicOrPartition = errcode.New(errcode.UnknownTopicOrPartition, "unknown topic or partition")
 
 	// Errors of the offsets store.
 	//
@@ -80,11 +85,6 @@ var (
 	// would refuse (INVALID_CONFIG, 40). The error's text is Kafka's message
 	// (ConfigError).
 	ErrInvalidConfig = errcode.New(errcode.InvalidConfig, "invalid topic config")
-
-	// ErrInternalTopic: an operation internal topics refuse (DeleteTopic). It
-	// carries Kafka's INVALID_REQUEST (42), what a broker answers for a
-	// request it will not apply to a topic whatever the caller's rights.
-	ErrInternalTopic = errcode.New(errcode.InvalidRequest, "internal topic")
 
 	// ErrCorruptMetadata: a metadata file of the data dir (partition.metadata,
 	// producer-id-block, a __transaction_state record) that cannot be what
