@@ -20,10 +20,11 @@ import (
 // change, as Kafka validates the resulting config), written to every
 // partition's topic.config, and applied to the open partitions, each
 // setting at its next use as Kafka's LogManager.updateTopicConfig does:
-// the batch size limit and timestamp rules at the next append, segment.ms
-// and segment.bytes at the next roll check, retention at the next pass.
-// flush.*, segment.index.bytes and index.interval.bytes, which shape the
-// files and the syncer, apply from the partition's next open.
+// the batch size limit, timestamp rules and flush.* at the next append
+// (flush.ms at the flusher's next tick), segment.ms and segment.bytes at
+// the next roll check, retention at the next pass. segment.index.bytes and
+// index.interval.bytes, which shape the files, apply from the partition's
+// next open.
 //
 // Partition 0's file is the commit point: the other partitions' files are
 // written first, and Open makes every partition's file equal to partition
@@ -240,6 +241,10 @@ func (p *Partition) setConfig(cfg map[string]string) error {
 		RetentionAge:   o.RetentionAge,
 		RetentionBytes: o.RetentionBytes,
 	})
+	if err := p.log.SetFlush(o.Flush); err != nil {
+		// Never: the config passed validation, which refuses negatives.
+		return fmt.Errorf("cannot apply the configs of %s-%d: %w", p.topic, p.index, err)
+	}
 	p.settings.Store(s)
 	return nil
 }

@@ -87,6 +87,14 @@ func (e *Engine) defaultConfig(internal bool) []ConfigEntry {
 	case partition.SyncInterval:
 		engine["flush.ms"] = strconv.FormatInt(o.Sync.Interval.Milliseconds(), 10)
 	}
+	// The engine's own flush policy adds to its sync policy: the stricter
+	// of the two is what a topic without overrides gets.
+	if m := o.Flush.Messages; m > 0 && engine["flush.messages"] != "1" {
+		engine["flush.messages"] = strconv.FormatInt(m, 10)
+	}
+	if d := o.Flush.Interval; d > 0 && o.Sync.Kind != partition.SyncAlways && (o.Sync.Kind != partition.SyncInterval || d < o.Sync.Interval) {
+		engine["flush.ms"] = strconv.FormatInt(d.Milliseconds(), 10)
+	}
 	if internal {
 		// The engine's own setting for its internal topics, whatever the
 		// options say.

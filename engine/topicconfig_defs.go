@@ -217,6 +217,14 @@ func checkGzipLevel(v string) error {
 	return err
 }
 
+// minPositive is the smaller of a and b, where 0 stands for "none".
+func minPositive(a, b int64) int64 {
+	if a <= 0 {
+		return b
+	}
+	return min(a, b)
+}
+
 // mustLong parses a value check has accepted.
 func mustLong(v string) int64 {
 	n, err := strconv.ParseInt(v, 10, 64)
@@ -271,22 +279,29 @@ var topicConfigDefs = []configDef{
 	{name: "file.delete.delay.ms", typ: typeLong, def: "60000", broker: "log.segment.delete.delay.ms", check: longAtLeast(0)},
 	{name: "flush.messages", typ: typeLong, def: longMax, broker: "log.flush.interval.messages", check: longAtLeast(1),
 		apply: func(o *partition.Options, _ *topicSettings, v string) {
-			// A sync after every message is the always policy; other
-			// counts leave the engine's policy, which never syncs less
-			// than Kafka's default (never by count).
-			if mustLong(v) == 1 {
-				o.Sync = partition.SyncPolicy{Kind: partition.SyncAlways}
+			// Kafka's rule: an append that leaves this many messages
+			// unflushed syncs before it is acknowledged; 1 is the always
+			// policy. Long.MAX_VALUE, the default, never does. The flush
+			// policy adds syncs to the engine's, never removes any
+			// (partition.FlushPolicy).
+			if n := mustLong(v); n < math.MaxInt64 {
+				o.Flush.Messages = minPositive(o.Flush.Messages, n)
 			}
 		}},
 	{name: "flush.ms", typ: typeLong, def: longMax, broker: "log.flush.interval.ms", check: longAtLeast(0),
 		apply: func(o *partition.Options, _ *topicSettings, v string) {
-			ms := mustLong(v)
-			switch {
-			case o.Sync.Kind == partition.SyncAlways || ms >= maxDurationMs:
+			switch ms := mustLong(v); {
+			case ms >= maxDurationMs:
+				// Past 292 years, and Long.MAX_VALUE (the default): never.
 			case ms == 0:
-				o.Sync = partition.SyncPolicy{Kind: partition.SyncAlways}
-			case o.Sync.Kind != partition.SyncInterval || time.Duration(ms)*time.Millisecond < o.Sync.Interval:
-				o.Sync = partition.SyncPolicy{Kind: partition.SyncInterval, Interval: time.Duration(ms) * time.Millisecond}
+				// A sync as soon as anything is unflushed: before every
+				// acknowledgement.
+				o.Flush.Messages = 1
+			default:
+				d := time.Duration(ms) * time.Millisecond
+				if o.Flush.Interval == 0 || d < o.Flush.Interval {
+					o.Flush.Interval = d
+				}
 			}
 		}},
 	{name: "follower.replication.throttled.replicas", typ: typeList, def: "", broker: "", check: checkThrottledReplicas},

@@ -45,7 +45,11 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create partition dir: %w", err)
 	}
+	if err := opts.Flush.check(); err != nil {
+		return nil, fmt.Errorf("cannot open partition: %w", err)
+	}
 	l := &Log{dir: dir, opts: opts, stop: make(chan struct{}), recoveredFrom: -1, ckDurable: [2]int64{-1, -1}}
+	l.plan.Store(planOf(opts.Sync, opts.Flush))
 	if !opts.NoRecycle && opts.Segment.Reserve == segment.ReserveZeroFill {
 		l.recycle = &recyclePool{}
 	}
@@ -359,16 +363,13 @@ func (l *Log) openFiles() error {
 	l.maint.tasks = make(chan task, 64)
 	l.bg.Add(1)
 	go l.runMaintainer()
-	if opts.Sync.Kind == SyncInterval {
-		l.flusher.Add(1)
-		go l.runFlusher(opts.Sync.Interval)
-	}
 	if l.durableOnly() && !opts.noVisibilitySyncer {
 		l.visKick = make(chan struct{}, 1)
 		l.flusher.Add(1)
 		go l.runVisibilitySyncer()
 	}
 	l.started = true
+	l.startFlusherLocked()
 	return nil
 }
 
