@@ -108,6 +108,11 @@ func (b *Builder) Reset(codec Codec) {
 	b.count = 0
 }
 
+// Clear drops the records appended since the last Reset, keeping the codec
+// and compression level: a producer's Send clears the builder once its
+// batch is written, so that records appended next are not sent again.
+func (b *Builder) Clear() { b.Reset(b.codec) }
+
 // records is the uncompressed records section.
 func (b *Builder) records() []byte { return b.buf[HeaderSize:] }
 

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/idemlog/idemlog/batch"
-	"github.com/idemlog/idemlog/errcode"
 	"github.com/idemlog/idemlog/internal/fsutil"
 	"github.com/idemlog/idemlog/partition"
 )
@@ -50,16 +49,8 @@ type ConfigOp struct {
 	Value string
 }
 
-// ErrInvalidConfigRequest: an alteration Kafka refuses as a malformed
-// request (INVALID_REQUEST, 42): a key named twice, an unknown operation.
-var ErrInvalidConfigRequest = errcode.New(42, "invalid config alteration")
-
-// IncrementalAlterTopicConfig applies ops to topic's overrides (Kafka's
-// IncrementalAlterConfigs): the whole resulting config is validated and, unless
-// validateOnly, stored and applied, or nothing changes. APPEND starts from
-// the override or, without one, from Kafka's default (not the engine's);
-// SUBTRACT may leave "", which is kept as an override.
-func (e *Engine) IncrementalAlterTopicConfig(topic string, ops []ConfigOp, validateOnly bool) error {
+// incrementalAlterTopicConfig: see Frontend.IncrementalAlterTopicConfig.
+func (e *Engine) incrementalAlterTopicConfig(topic string, ops []ConfigOp, validateOnly bool) error {
 	return e.alterTopicConfig(topic, validateOnly, func(cur map[string]string) (map[string]string, error) {
 		next := maps.Clone(cur)
 		if next == nil {
@@ -111,10 +102,8 @@ func (e *Engine) IncrementalAlterTopicConfig(topic string, ops []ConfigOp, valid
 	})
 }
 
-// ReplaceTopicConfig makes cfg topic's overrides, all others removed
-// (Kafka's legacy AlterConfigs): validated whole and, unless validateOnly,
-// stored and applied, or nothing changes.
-func (e *Engine) ReplaceTopicConfig(topic string, cfg map[string]string, validateOnly bool) error {
+// replaceTopicConfig: see Frontend.ReplaceTopicConfig.
+func (e *Engine) replaceTopicConfig(topic string, cfg map[string]string, validateOnly bool) error {
 	return e.alterTopicConfig(topic, validateOnly, func(map[string]string) (map[string]string, error) {
 		return maps.Clone(cfg), nil
 	})
@@ -149,7 +138,7 @@ func (e *Engine) alterTopicConfig(topic string, validateOnly bool, change func(m
 	for name, v := range next {
 		next[name] = strings.TrimSpace(v)
 	}
-	if err := ValidateTopicConfig(next); err != nil {
+	if err := validateTopicConfig(next); err != nil {
 		return err
 	}
 	if validateOnly || maps.Equal(cur, next) {

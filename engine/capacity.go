@@ -4,16 +4,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/idemlog/idemlog/errcode"
 	"golang.org/x/sys/unix"
 )
-
-// ErrResourceLimit: a creation of partitions (CreateTopic, a Kafka
-// CreateTopics or auto-creation, AddPartitions) that the machine or the
-// engine's configured limits cannot hold; nothing was created. It carries
-// Kafka's POLICY_VIOLATION (44), what a broker's creation policy answers,
-// and its message names the limit.
-var ErrResourceLimit = errcode.New(44, "resource limit")
 
 const (
 	// DefaultMaxPartitions is Options.MaxPartitions' default: an idle

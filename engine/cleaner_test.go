@@ -20,7 +20,7 @@ func readKeys(t *testing.T, p *Partition) (map[string]string, int) {
 	out := map[string]string{}
 	n := 0
 	var dec batch.Decoder
-	l := p.Log()
+	l := p.log
 	for off := l.LogStartOffset(); off < l.HighWatermark(); {
 		ch, err := l.Read(off, 1<<20)
 		if err != nil {
@@ -68,7 +68,7 @@ func TestCleanLogsCompactsCompactedTopics(t *testing.T) {
 		if topic == "kv" {
 			cfg["cleanup.policy"] = "compact"
 		}
-		if err := e.CreateTopicWithConfig(topic, 1, cfg); err != nil {
+		if err := e.CreateTopic(topic, 1, cfg); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -114,10 +114,10 @@ func TestConsumerOffsetsCompacted(t *testing.T) {
 	}
 	const commits = 20000
 	for i := range commits {
-		if err := e.CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{tps[i%len(tps)]: {Offset: int64(i)}}); err != nil {
+		if err := e.Frontend().CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{tps[i%len(tps)]: {Offset: int64(i)}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.CommitOffsets("gone", map[TopicPartition]OffsetAndMetadata{tps[0]: {Offset: int64(i)}}); err != nil {
+		if err := e.Frontend().CommitOffsets("gone", map[TopicPartition]OffsetAndMetadata{tps[0]: {Offset: int64(i)}}); err != nil {
 			t.Fatal(err)
 		}
 		if i%2000 == 1999 {
@@ -126,7 +126,7 @@ func TestConsumerOffsetsCompacted(t *testing.T) {
 			}
 		}
 	}
-	if _, err := e.DeleteGroupOffsets("gone"); err != nil {
+	if _, err := e.deleteGroupOffsets("gone"); err != nil {
 		t.Fatal(err)
 	}
 	var size int64
@@ -135,7 +135,7 @@ func TestConsumerOffsetsCompacted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		size += dirSize(t, p.Log().Dir())
+		size += dirSize(t, p.log.Dir())
 	}
 	// Uncompacted, 40,000 commits take about 4 MB.
 	if size > 600<<10 {
@@ -146,7 +146,7 @@ func TestConsumerOffsetsCompacted(t *testing.T) {
 	}
 	e = openEngine(t, dir, opts)
 	defer e.Close()
-	got, err := e.FetchOffsets("g", tps, false)
+	got, err := e.fetchOffsets("g", tps, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestConsumerOffsetsCompacted(t *testing.T) {
 			t.Fatalf("%v at %d after reopen, want %d", tp, got[tp].Offset, want)
 		}
 	}
-	if had := e.GroupHasOffsets("gone"); had {
+	if had := e.groupHasOffsets("gone"); had {
 		t.Fatal("a deleted group's offsets came back")
 	}
 }
@@ -164,7 +164,7 @@ func TestConsumerOffsetsCompacted(t *testing.T) {
 func TestCleanerRunsInBackground(t *testing.T) {
 	e := openEngine(t, t.TempDir(), Options{Cleaner: CleanerOptions{Backoff: 10 * time.Millisecond}})
 	defer e.Close()
-	if err := e.CreateTopicWithConfig("kv", 1, map[string]string{"cleanup.policy": "compact", "segment.bytes": "4096"}); err != nil {
+	if err := e.CreateTopic("kv", 1, map[string]string{"cleanup.policy": "compact", "segment.bytes": "4096"}); err != nil {
 		t.Fatal(err)
 	}
 	p, _ := e.Partition("kv", 0)
@@ -172,7 +172,7 @@ func TestCleanerRunsInBackground(t *testing.T) {
 		appendKV(t, p, fmt.Sprintf("k%d", i%5), fmt.Sprint(i))
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for p.Log().FirstDirtyOffset() == 0 {
+	for p.log.FirstDirtyOffset() == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the background cleaner did not clean within 30 s")
 		}
@@ -205,10 +205,10 @@ func dirSize(t *testing.T, dir string) int64 {
 func TestInternalTopicsDescribeCompaction(t *testing.T) {
 	e := openEngine(t, t.TempDir(), Options{Cleaner: CleanerOptions{Disable: true}})
 	defer e.Close()
-	if err := e.CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{{Topic: "t"}: {Offset: 1}}); err != nil {
+	if err := e.Frontend().CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{{Topic: "t"}: {Offset: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	entries, err := e.TopicConfig(ConsumerOffsetsTopic)
+	entries, err := e.Frontend().TopicConfig(ConsumerOffsetsTopic)
 	if err != nil {
 		t.Fatal(err)
 	}

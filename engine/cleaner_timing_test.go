@@ -32,7 +32,7 @@ func TestOffsetCommitsStayBounded(t *testing.T) {
 	}
 	start := time.Now()
 	for i := range *offsetCommits {
-		if err := e.CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{tps[i%len(tps)]: {Offset: int64(i)}}); err != nil {
+		if err := e.Frontend().CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{tps[i%len(tps)]: {Offset: int64(i)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -41,12 +41,12 @@ func TestOffsetCommitsStayBounded(t *testing.T) {
 	if _, err := e.CleanLogs(); err != nil {
 		t.Fatal(err)
 	}
-	p, err := e.Partition(ConsumerOffsetsTopic, GroupPartition("g"))
+	p, err := e.Partition(ConsumerOffsetsTopic, groupPartition("g"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	segs := len(p.Log().SegmentBases())
-	size := dirSize(t, p.Log().Dir())
+	segs := len(p.log.SegmentBases())
+	size := dirSize(t, p.log.Dir())
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestOffsetCommitsStayBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := e.FetchOffsets("g", tps[:1], false)
+		got, err := e.fetchOffsets("g", tps[:1], false)
 		took := time.Since(start)
 		if err != nil {
 			t.Fatal(err)

@@ -89,7 +89,7 @@ func TestCreateTopicCrashChild(t *testing.T) {
 			time.Sleep(time.Hour)
 		}
 	}
-	if err := e.CreateTopicWithConfig("t", 3, map[string]string{"retention.ms": "60000"}); err != nil {
+	if err := e.CreateTopic("t", 3, map[string]string{"retention.ms": "60000"}); err != nil {
 		fmt.Println("error", err)
 	}
 	fmt.Println("returned")

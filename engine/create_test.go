@@ -57,7 +57,7 @@ func TestCreationDoesNotHoldTopicLock(t *testing.T) {
 		t.Fatal("the creation of wide did not reach its files' sync")
 	}
 	sameErr := make(chan error, 1)
-	go func() { sameErr <- e.CreateNewTopic("wide", 3, nil) }()
+	go func() { sameErr <- e.Frontend().CreateTopic("wide", 3, nil) }()
 
 	done := make(chan error, 1)
 	go func() {
@@ -72,7 +72,7 @@ func TestCreationDoesNotHoldTopicLock(t *testing.T) {
 			if err := e.CreateTopic("other", 2); err != nil {
 				return err
 			}
-			if err := e.AddPartitions("busy", 2); err != nil {
+			if err := e.Frontend().AddPartitions("busy", 2); err != nil {
 				return err
 			}
 			topics := e.Topics()

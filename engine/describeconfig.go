@@ -31,11 +31,8 @@ type ConfigEntry struct {
 	Broker string
 }
 
-// TopicConfig returns every topic config of a topic, sorted by name: the
-// topic's override where it has one, else the engine's value (from its
-// Options where they set it, else Kafka's default). Internal topics show
-// their retention off and cleanup.policy=compact, as they keep them.
-func (e *Engine) TopicConfig(topic string) ([]ConfigEntry, error) {
+// topicConfig: see Frontend.TopicConfig.
+func (e *Engine) topicConfig(topic string) ([]ConfigEntry, error) {
 	p, err := e.Partition(topic, 0)
 	if err != nil {
 		return nil, err
@@ -50,9 +47,8 @@ func (e *Engine) TopicConfig(topic string) ([]ConfigEntry, error) {
 	return entries, nil
 }
 
-// DefaultTopicConfig returns what TopicConfig shows for a topic that sets
-// nothing: the engine's own values, sorted by name.
-func (e *Engine) DefaultTopicConfig() []ConfigEntry { return e.defaultConfig(false) }
+// defaultTopicConfig: see Frontend.DefaultTopicConfig.
+func (e *Engine) defaultTopicConfig() []ConfigEntry { return e.defaultConfig(false) }
 
 func (e *Engine) defaultConfig(internal bool) []ConfigEntry {
 	o := e.opts.Partition

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/idemlog/idemlog/errcode"
+	"github.com/idemlog/idemlog/internal/enginekill"
 	"github.com/idemlog/idemlog/internal/fsutil"
 	"github.com/idemlog/idemlog/partition"
 	"github.com/idemlog/idemlog/pidtable"
@@ -23,7 +23,16 @@ import (
 
 // Options configure an engine. Zero fields take defaults.
 type Options struct {
-	// Partition configures every partition's log.
+	// Sync is when appends are made durable: SyncNever (the default: the
+	// operating system writes back, as Kafka's default does), SyncAlways
+	// (every append is synced before it is acknowledged), SyncEvery(d).
+	Sync SyncPolicy
+	// SegmentBytes is segment.bytes, the size at which a partition's log
+	// rolls to a new segment (0: Kafka's 1 GiB).
+	SegmentBytes int64
+	// Partition holds the rest of the log layer's settings (package
+	// partition); Sync and SegmentBytes, where set, take precedence over
+	// its fields.
 	Partition partition.Options
 	// MaxProducersPerPartition bounds producer state per partition
 	// (default 100000, about 20 MB); past it, a new producer's append
@@ -41,8 +50,9 @@ type Options struct {
 	// failed), expires producer and transactional ids, and, every
 	// RetentionInterval, applies retention. 0 means 1 s with the real
 	// clock; with a Now of the caller's, 0 means never (who drives the
-	// clock drives these too: Coordinator.AbortTimedOut, ExpireProducers,
-	// Coordinator.ExpireTransactionalIDs, ApplyRetention). Negative: never.
+	// clock drives these too, through Frontend: Coordinator.AbortTimedOut,
+	// ExpireProducers, Coordinator.ExpireTransactionalIDs, ApplyRetention).
+	// Negative: never.
 	MaintainInterval time.Duration
 	// RetentionInterval is Kafka's log.retention.check.interval.ms for the
 	// engine's own maintenance (5 minutes).
@@ -70,7 +80,29 @@ type Options struct {
 	DiskReserve int64
 }
 
+// SyncPolicy is a partition's fsync policy (partition.SyncPolicy).
+type SyncPolicy = partition.SyncPolicy
+
+// The sync policies an Options.Sync takes most often.
+var (
+	SyncNever  = SyncPolicy{Kind: partition.SyncNever}
+	SyncAlways = SyncPolicy{Kind: partition.SyncAlways}
+)
+
+// SyncEvery is the policy that syncs each partition's log in the
+// background every d (Kafka's flush.ms): a machine crash loses at most the
+// last d of acknowledged appends.
+func SyncEvery(d time.Duration) SyncPolicy {
+	return SyncPolicy{Kind: partition.SyncInterval, Interval: d}
+}
+
 func (o Options) withDefaults() Options {
+	if o.Sync != (SyncPolicy{}) {
+		o.Partition.Sync = o.Sync
+	}
+	if o.SegmentBytes != 0 {
+		o.Partition.Segment.MaxBytes = o.SegmentBytes
+	}
 	if o.MaxProducersPerPartition <= 0 {
 		o.MaxProducersPerPartition = 100_000
 	}
@@ -171,11 +203,6 @@ type Engine struct {
 // lockFileName is the data dir's lock file, as Kafka's log dirs have one.
 const lockFileName = ".lock"
 
-// ErrDirLocked: another engine, in this process or another, has the data
-// dir open. Two engines on one dir would hand out the same producer ids and
-// write the same segments. (Without this: nothing stopped them.)
-var ErrDirLocked = errors.New("data dir in use by another engine")
-
 // lockDir takes the data dir's lock without waiting.
 func lockDir(dir string) (*os.File, error) {
 	f, err := os.OpenFile(filepath.Join(dir, lockFileName), os.O_RDWR|os.O_CREATE, 0o644)
@@ -191,9 +218,6 @@ func lockDir(dir string) (*os.File, error) {
 	}
 	return f, nil
 }
-
-// ErrClosed: the engine was closed.
-var ErrClosed = errors.New("engine closed")
 
 // Open opens (or creates) the engine in dir, opening every partition found
 // there, recovering any that was not closed cleanly.
@@ -293,7 +317,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 		// never asks for the coordinator. Until then they would pin their
 		// partitions' last stable offsets, hiding everything after them
 		// from read_committed consumers.
-		if _, err := e.Coordinator(); err != nil {
+		if _, err := e.coordinator(); err != nil {
 			e.Close()
 			return nil, fmt.Errorf("cannot recover the transaction coordinator: %w", err)
 		}
@@ -338,10 +362,10 @@ func (e *Engine) maintain() {
 			_, _ = c.AbortTimedOut()
 			_, _ = c.ExpireTransactionalIDs()
 		}
-		e.ExpireProducers()
+		e.expireProducers()
 		if time.Since(lastRetention) >= e.opts.RetentionInterval {
 			lastRetention = time.Now()
-			_, _ = e.ApplyRetention()
+			_, _ = e.applyRetention()
 		}
 	}
 }
@@ -375,50 +399,35 @@ func parsePartitionName(name string) (string, int, bool) {
 func partitionKey(topic string, index int) string { return topic + "-" + strconv.Itoa(index) }
 
 // CreateTopic creates partitions 0..partitions-1 of topic; existing ones
-// are kept. A new topic gets a new random topic id; added partitions get
-// the topic's id (see TopicID).
-func (e *Engine) CreateTopic(topic string, partitions int) error {
-	return e.CreateTopicWithConfig(topic, partitions, nil)
-}
-
-// CreateTopicWithConfig is CreateTopic with Kafka topic configs that
-// override the engine's partition options for this topic (see
-// ValidateTopicConfig for the names); they are stored with each new
-// partition, so they survive restarts. Existing partitions keep theirs.
-func (e *Engine) CreateTopicWithConfig(topic string, partitions int, cfg map[string]string) error {
-	return e.createTopic(topic, partitions, cfg, createAny)
-}
-
-// ErrTopicAlreadyExists: CreateNewTopic of a topic that exists.
-var ErrTopicAlreadyExists = errcode.New(36, "topic already exists") // TOPIC_ALREADY_EXISTS
-
-// CreateNewTopic is CreateTopicWithConfig for a topic that must not exist
-// yet, as Kafka's CreateTopics creates: ErrTopicAlreadyExists if it does,
-// ErrInvalidTopic if its name collides with an existing topic's once '.'
-// and '_' are taken alike (Kafka's rule: their metric names would clash).
-// The check and the creation are one step, so of concurrent creations of a
-// topic exactly one succeeds. (Without this: every one succeeded, adding
-// partitions to the first.)
-func (e *Engine) CreateNewTopic(topic string, partitions int, cfg map[string]string) error {
-	return e.createTopic(topic, partitions, cfg, createNew)
-}
-
-// ErrInvalidPartitions: AddPartitions to no more partitions than the
-// topic has (Kafka's INVALID_PARTITIONS, 37).
-var ErrInvalidPartitions = errcode.New(37, "invalid partition count")
-
-// AddPartitions raises topic's partition count to count, as Kafka's
-// CreatePartitions: the new partitions take the topic's configs (those
-// its partition 0 was created with) and its id. ErrUnknownTopicOrPartition
-// for an unknown topic, ErrInvalidPartitions unless count is above the
-// current count, ErrInvalidTopic for an internal topic (the engine maps
-// groups and transactional ids onto their fixed partition counts).
+// are kept, so a program may call it at every start. A new topic gets a new
+// random topic id; added partitions get the topic's id.
 //
-// The checks and the creation are one step under the engine's lock: a
-// DeleteTopic in between made it create the deleted topic anew, and two
-// concurrent calls for the same count both succeeded.
-func (e *Engine) AddPartitions(topic string, count int) error {
-	return e.createTopic(topic, count, nil, addOnly)
+// config, if given, holds Kafka topic configs (retention.ms,
+// cleanup.policy, ...) that override the engine's options for this topic;
+// they are validated as Kafka's broker validates them (an unknown name or a
+// bad value is ErrInvalidConfig), stored with each new partition, and kept
+// across restarts. Existing partitions keep theirs. Several maps are merged,
+// the later winning.
+//
+// ErrInvalidTopic for a name outside Kafka's rules, ErrInvalidPartitions
+// for a count below 1, ErrInternalTopic for the engine's internal topics
+// (IsInternalTopic), which it creates itself.
+func (e *Engine) CreateTopic(topic string, partitions int, config ...map[string]string) error {
+	if IsInternalTopic(topic) {
+		return fmt.Errorf("cannot create topic %q: %w", topic, ErrInternalTopic)
+	}
+	var cfg map[string]string
+	switch len(config) {
+	case 0:
+	case 1:
+		cfg = config[0]
+	default:
+		cfg = map[string]string{}
+		for _, c := range config {
+			maps.Copy(cfg, c)
+		}
+	}
+	return e.createTopic(topic, partitions, cfg, createAny)
 }
 
 // createMode says what createTopic may do.
@@ -426,8 +435,8 @@ type createMode int
 
 const (
 	createAny createMode = iota // create the topic or add missing partitions (CreateTopic)
-	createNew                   // the topic must not exist (CreateNewTopic)
-	addOnly                     // the topic must exist and grow (AddPartitions)
+	createNew                   // the topic must not exist (Frontend.CreateTopic)
+	addOnly                     // the topic must exist and grow (Frontend.AddPartitions)
 )
 
 // collisionKey is the name Kafka compares for collisions.
@@ -445,11 +454,11 @@ func (e *Engine) createTopic(topic string, partitions int, cfg map[string]string
 	if err := ValidateTopic(topic); err != nil {
 		return err
 	}
-	if err := ValidateTopicConfig(cfg); err != nil {
+	if err := validateTopicConfig(cfg); err != nil {
 		return err
 	}
 	if mode != addOnly && (partitions <= 0 || partitions > 1<<20) {
-		return fmt.Errorf("cannot create topic %q with %d partitions: %w", topic, partitions, ErrInvalidTopic)
+		return fmt.Errorf("cannot create topic %q with %d partitions: %w", topic, partitions, ErrInvalidPartitions)
 	}
 	if mode == addOnly {
 		e.configMu.Lock() // the topic's configs stay as read below
@@ -627,7 +636,7 @@ func (e *Engine) makePartitions(c *creation) ([]*Partition, error) {
 		if hasID && p.topicID != c.id {
 			// Only a directory made behind the engine's back can hold
 			// another id: refuse rather than mix two topics.
-			err = errors.Join(err, fmt.Errorf("cannot create %s: it holds topic id %s, the topic's is %s", key, TopicIDString(p.topicID), TopicIDString(c.id)))
+			err = errors.Join(err, fmt.Errorf("cannot create %s: it holds topic id %s, the topic's is %s", key, topicIDString(p.topicID), topicIDString(c.id)))
 			p.close()
 			break
 		}
@@ -716,13 +725,13 @@ func (e *Engine) Partition(topic string, index int) (*Partition, error) {
 	var buf [64]byte
 	if index < 0 {
 		// "t" and -1 would make the key "t--1": partition 1 of topic "t-".
-		return nil, fmt.Errorf("cannot find %s partition %d: %w", topic, index, ErrUnknownTopicOrPartition)
+		return nil, fmt.Errorf("cannot find partition %d of topic %q: %w", index, topic, ErrUnknownTopicOrPartition)
 	}
 	key := strconv.AppendInt(append(append(buf[:0], topic...), '-'), int64(index), 10)
 	if p := (*e.parts.Load())[string(key)]; p != nil {
 		return p, nil
 	}
-	return nil, fmt.Errorf("cannot find %s-%d: %w", topic, index, ErrUnknownTopicOrPartition)
+	return nil, fmt.Errorf("cannot find partition %d of topic %q: %w", index, topic, ErrUnknownTopicOrPartition)
 }
 
 // Topics returns the topics and their partition counts.
@@ -749,18 +758,17 @@ func (e *Engine) Partitions() []*Partition {
 	return out
 }
 
-// InitProducerID returns a new producer id at epoch 0, for an idempotent
-// producer without a transactional id. Ids are unique across restarts.
-func (e *Engine) InitProducerID() (pid int64, epoch int16, err error) {
+// initProducerID: see Frontend.InitProducerID.
+func (e *Engine) initProducerID() (pid int64, epoch int16, err error) {
 	pid, err = e.pids.allocate()
 	return pid, 0, err
 }
 
-// ExpireProducers applies producer-id expiry to every partition.
-func (e *Engine) ExpireProducers() int {
+// expireProducers applies producer-id expiry to every partition.
+func (e *Engine) expireProducers() int {
 	n := 0
 	for _, p := range *e.parts.Load() {
-		n += p.ExpireProducers()
+		n += p.expireProducers()
 	}
 	return n
 }
@@ -790,9 +798,10 @@ func (e *Engine) Close() error {
 	return errors.Join(errs...)
 }
 
-// Kill stops every partition as a crash would (see partition.Log.Kill): for
-// crash tests that reopen the data directory in the same process.
-func (e *Engine) Kill() {
+// kill stops every partition as a crash would (see partition.Log.Kill): for
+// crash tests that reopen the data directory in the same process, through
+// package internal/enginekill (a test's hook, not the embedding API).
+func (e *Engine) kill() {
 	e.stopCleaning()
 	e.stopMaintenance()
 	e.mu.Lock()
@@ -809,4 +818,8 @@ func (e *Engine) Kill() {
 		// A crash's end releases the lock too.
 		_ = e.lock.Close()
 	}
+}
+
+func init() {
+	enginekill.Register(func(e any) { e.(*Engine).kill() })
 }

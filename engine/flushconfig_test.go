@@ -12,12 +12,12 @@ import (
 // sync ran for it.
 func appendSynced(t *testing.T, p *Partition, value string) (durable, synced bool) {
 	t.Helper()
-	syncs := p.Log().Syncs()
+	syncs := p.log.Syncs()
 	res, err := p.Append(plainRecordBatch(t, value))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p.Log().RecoveryPoint() > res.LastOffset, p.Log().Syncs() > syncs
+	return p.log.RecoveryPoint() > res.LastOffset, p.log.Syncs() > syncs
 }
 
 // TestTopicFlushMessagesLive: under an engine that never syncs, a topic
@@ -29,7 +29,7 @@ func TestTopicFlushMessagesLive(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{Partition: partition.Options{Sync: partition.SyncPolicy{Kind: partition.SyncNever}}}
 	e := openEngine(t, dir, opts)
-	if err := e.CreateTopicWithConfig("f", 1, map[string]string{"flush.messages": "1"}); err != nil {
+	if err := e.CreateTopic("f", 1, map[string]string{"flush.messages": "1"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.CreateTopic("plain", 1); err != nil {
@@ -51,7 +51,7 @@ func TestTopicFlushMessagesLive(t *testing.T) {
 	if durable, synced := appendSynced(t, plain, "a"); durable || synced {
 		t.Fatalf("append to a topic without flush.*: durable %v, synced %v; the engine never syncs", durable, synced)
 	}
-	if err := e.IncrementalAlterTopicConfig("f", []ConfigOp{{Name: "flush.messages", Op: ConfigDelete}}, false); err != nil {
+	if err := e.incrementalAlterTopicConfig("f", []ConfigOp{{Name: "flush.messages", Op: ConfigDelete}}, false); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
@@ -59,7 +59,7 @@ func TestTopicFlushMessagesLive(t *testing.T) {
 			t.Fatalf("append %d after flush.messages was deleted: durable %v, synced %v", i, durable, synced)
 		}
 	}
-	if err := e.ReplaceTopicConfig("f", map[string]string{"flush.messages": "1"}, false); err != nil {
+	if err := e.replaceTopicConfig("f", map[string]string{"flush.messages": "1"}, false); err != nil {
 		t.Fatal(err)
 	}
 	if durable, synced := appendSynced(t, p, "c"); !durable || !synced {
@@ -95,13 +95,13 @@ func TestTopicFlushMsLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.IncrementalAlterTopicConfig("f", []ConfigOp{{Name: "flush.ms", Op: ConfigSet, Value: "5"}}, false); err != nil {
+	if err := e.incrementalAlterTopicConfig("f", []ConfigOp{{Name: "flush.ms", Op: ConfigSet, Value: "5"}}, false); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for p.Log().RecoveryPoint() <= res.LastOffset {
+	for p.log.RecoveryPoint() <= res.LastOffset {
 		if time.Now().After(deadline) {
-			t.Fatalf("flush.ms=5: recovery point %d 10s later, batch ends at %d", p.Log().RecoveryPoint(), res.LastOffset)
+			t.Fatalf("flush.ms=5: recovery point %d 10s later, batch ends at %d", p.log.RecoveryPoint(), res.LastOffset)
 		}
 		time.Sleep(time.Millisecond)
 	}

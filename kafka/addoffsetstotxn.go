@@ -16,9 +16,9 @@ func (s *Server) addOffsetsToTxn(r *kmsg.AddOffsetsToTxnRequest) kmsg.Response {
 		resp.ErrorCode = s.code(kmsg.AddOffsetsToTxn, ErrInvalidTxnRequest)
 		return resp
 	}
-	ref, err := s.eng.OffsetsPartition(r.Group)
+	ref, err := s.eng.Frontend().OffsetsPartition(r.Group)
 	if err == nil {
-		err = s.coord.AddPartitions(r.TransactionalID, r.ProducerID, r.ProducerEpoch, []engine.TopicPartitionRef{ref}, false)
+		err = s.coord.AddPartitions(r.TransactionalID, r.ProducerID, r.ProducerEpoch, []engine.TopicPartition{ref}, false)
 	}
 	resp.ErrorCode = s.fencedCode(kmsg.AddOffsetsToTxn, r.Version, 2, err)
 	return resp

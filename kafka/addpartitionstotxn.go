@@ -13,11 +13,11 @@ import (
 // others OPERATION_NOT_ATTEMPTED, as Kafka does.
 func (s *Server) addPartitionsToTxn(r *kmsg.AddPartitionsToTxnRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
-	var refs []engine.TopicPartitionRef
-	unknown := map[engine.TopicPartitionRef]error{}
+	var refs []engine.TopicPartition
+	unknown := map[engine.TopicPartition]error{}
 	for _, rt := range r.Topics {
 		for _, p := range rt.Partitions {
-			ref := engine.TopicPartitionRef{Topic: rt.Topic, Partition: p}
+			ref := engine.TopicPartition{Topic: rt.Topic, Partition: p}
 			refs = append(refs, ref)
 			if isInternal(rt.Topic) {
 				// A client may not write the internal topics, nor put them
@@ -43,7 +43,7 @@ func (s *Server) addPartitionsToTxn(r *kmsg.AddPartitionsToTxnRequest) kmsg.Resp
 		for _, p := range rt.Partitions {
 			rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
 			rp.Partition = p
-			ref := engine.TopicPartitionRef{Topic: rt.Topic, Partition: p}
+			ref := engine.TopicPartition{Topic: rt.Topic, Partition: p}
 			switch {
 			case unknown[ref] != nil:
 				rp.ErrorCode = s.code(kmsg.AddPartitionsToTxn, unknown[ref])

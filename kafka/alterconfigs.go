@@ -86,7 +86,7 @@ func (s *Server) alterConfigs(ctx context.Context, r *kmsg.AlterConfigsRequest) 
 			case len(nulls) > 0:
 				err = errcode.New(kerr.InvalidRequest.Code, "Null value not supported for : "+strings.Join(nulls, ", "))
 			default:
-				err = s.mutate(ctx, deadline, func() error { return s.eng.ReplaceTopicConfig(rr.ResourceName, cfg, r.ValidateOnly) })
+				err = s.mutate(ctx, deadline, func() error { return s.eng.Frontend().ReplaceTopicConfig(rr.ResourceName, cfg, r.ValidateOnly) })
 			}
 		}
 		out.ErrorCode, out.ErrorMessage = s.configError(kmsg.AlterConfigs, rr.ResourceName, err)

@@ -47,7 +47,7 @@ func (s *Server) createPartitions(ctx context.Context, r *kmsg.CreatePartitionsR
 				err = engine.ErrInvalidTopic
 			}
 		default:
-			if err = s.mutate(ctx, deadline, func() error { return s.eng.AddPartitions(rt.Topic, int(rt.Count)) }); err == nil {
+			if err = s.mutate(ctx, deadline, func() error { return s.eng.Frontend().AddPartitions(rt.Topic, int(rt.Count)) }); err == nil {
 				s.log.Info("added partitions", "topic", rt.Topic, "from", cur, "to", rt.Count)
 			}
 		}

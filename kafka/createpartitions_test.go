@@ -14,7 +14,7 @@ import (
 // internal topic refused; ValidateOnly changes nothing.
 func TestCreatePartitions(t *testing.T) {
 	ts := startServer(t, Options{})
-	if err := ts.eng.CreateTopicWithConfig("t", 1, map[string]string{"retention.ms": "60000"}); err != nil {
+	if err := ts.eng.CreateTopic("t", 1, map[string]string{"retention.ms": "60000"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := ts.eng.CreateTopic("u", 1); err != nil {

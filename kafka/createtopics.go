@@ -19,7 +19,7 @@ import (
 
 // createTopics creates topics; replication factor 1 (or -1, the default)
 // is all a single node offers. Configs are every topic config of Kafka,
-// validated as Kafka validates them (engine.ValidateTopicConfig) and kept
+// validated as Kafka validates them (engine.Frontend.ValidateTopicConfig) and kept
 // with the topic; v5+ answers with the topic's resulting configs.
 func (s *Server) createTopics(ctx context.Context, r *kmsg.CreateTopicsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
@@ -72,7 +72,7 @@ func (s *Server) createTopics(ctx context.Context, r *kmsg.CreateTopicsRequest) 
 		case len(nulls) > 0:
 			err = &engine.ConfigError{Msg: "Null value not supported for topic configs: " + strings.Join(nulls, ",")}
 		case r.ValidateOnly:
-			if err = engine.ValidateTopicConfig(cfg); err == nil {
+			if err = s.eng.Frontend().ValidateTopicConfig(cfg); err == nil {
 				if _, ok := s.eng.Topics()[rt.Topic]; ok {
 					err = ErrTopicAlreadyExists
 				}
@@ -80,7 +80,7 @@ func (s *Server) createTopics(ctx context.Context, r *kmsg.CreateTopicsRequest) 
 		default:
 			// The existence check and the creation are one step:
 			// concurrent creations of a topic give one success.
-			err = s.mutate(ctx, deadline, func() error { return s.eng.CreateNewTopic(rt.Topic, n, cfg) })
+			err = s.mutate(ctx, deadline, func() error { return s.eng.Frontend().CreateTopic(rt.Topic, n, cfg) })
 		}
 		if err != nil {
 			t.ErrorCode = s.code(kmsg.CreateTopics, err)
@@ -90,7 +90,7 @@ func (s *Server) createTopics(ctx context.Context, r *kmsg.CreateTopicsRequest) 
 			}
 			t.ErrorMessage = &msg
 		} else {
-			t.TopicID, _ = s.eng.TopicID(rt.Topic)
+			t.TopicID, _ = s.eng.Frontend().TopicID(rt.Topic)
 			t.NumPartitions, t.ReplicationFactor = int32(n), 1
 			if r.Version >= 5 {
 				t.Configs = s.createdConfigs(rt.Topic, cfg, r.ValidateOnly)
@@ -107,9 +107,9 @@ func (s *Server) createTopics(ctx context.Context, r *kmsg.CreateTopicsRequest) 
 // createdConfigs is CreateTopics v5+'s list of a new topic's configs: every
 // topic config, sorted by name, with its value and source.
 func (s *Server) createdConfigs(topic string, cfg map[string]string, validateOnly bool) []kmsg.CreateTopicsResponseTopicConfig {
-	entries := s.eng.DefaultTopicConfig()
+	entries := s.eng.Frontend().DefaultTopicConfig()
 	if !validateOnly {
-		if got, err := s.eng.TopicConfig(topic); err == nil {
+		if got, err := s.eng.Frontend().TopicConfig(topic); err == nil {
 			entries, cfg = got, nil
 		}
 	}

@@ -13,8 +13,8 @@ func (s *Server) deleteGroups(r *kmsg.DeleteGroupsRequest) kmsg.Response {
 	for _, g := range r.Groups {
 		gr := kmsg.NewDeleteGroupsResponseGroup()
 		gr.Group = g
-		err := s.groups.DeleteGroup(g, s.eng.GroupHasOffsets(g), func() error {
-			_, err := s.eng.DeleteGroupOffsets(g)
+		err := s.groups.DeleteGroup(g, s.eng.Frontend().GroupHasOffsets(g), func() error {
+			_, err := s.eng.Frontend().DeleteGroupOffsets(g)
 			return err
 		})
 		gr.ErrorCode = s.code(kmsg.DeleteGroups, err)

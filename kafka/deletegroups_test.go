@@ -33,15 +33,15 @@ func TestDeleteGroupsErasesNewMembersCommit(t *testing.T) {
 	// A transactional commit of another group on the same
 	// __consumer_offsets partition holds its append mutex, which the
 	// deletion of g's offsets waits for.
-	other := ""
+	other, fe := "", s.eng.Frontend()
 	for i := 0; ; i++ {
-		if other = fmt.Sprintf("other-%d", i); engine.GroupPartition(other) == engine.GroupPartition("g") {
+		if other = fmt.Sprintf("other-%d", i); fe.GroupPartition(other) == fe.GroupPartition("g") {
 			break
 		}
 	}
 	gate.arm("txnCommitOffsets")
 	txn := groupAsync(func() error {
-		return s.eng.TxnCommitOffsets(other, 1000, 0, map[engine.TopicPartition]engine.OffsetAndMetadata{{Topic: "t", Partition: 0}: {Offset: 1}})
+		return s.eng.Frontend().TxnCommitOffsets(other, 1000, 0, map[engine.TopicPartition]engine.OffsetAndMetadata{{Topic: "t", Partition: 0}: {Offset: 1}})
 	})
 	gate.waitHit(t)
 

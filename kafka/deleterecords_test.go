@@ -17,7 +17,7 @@ func TestDeleteRecords(t *testing.T) {
 	if err := ts.eng.CreateTopic("t", 2); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ts.eng.OffsetGroups(); err != nil { // creates __consumer_offsets
+	if _, err := ts.eng.Frontend().OffsetGroups(); err != nil { // creates __consumer_offsets
 		t.Fatal(err)
 	}
 	rc := dial(t, ts.addr)
@@ -60,7 +60,7 @@ func TestDeleteRecords(t *testing.T) {
 		}
 	}
 	p0, _ := ts.eng.Partition("t", 0)
-	if s := p0.Log().LogStartOffset(); s != 3 {
+	if s := p0.LogStartOffset(); s != 3 {
 		t.Fatalf("log start %d, want 3", s)
 	}
 	req = kmsg.NewPtrDeleteRecordsRequest()

@@ -55,7 +55,7 @@ func (s *Server) deleteTopics(ctx context.Context, r *kmsg.DeleteTopicsRequest) 
 		}
 		if tg.name == nil || *tg.name == "" {
 			t.Topic = nil
-			if name, ok := s.eng.TopicByID(tg.id); ok {
+			if name, ok := s.eng.Frontend().TopicByID(tg.id); ok {
 				t.Topic = &name
 			} else {
 				err = ErrUnknownTopicID
@@ -65,7 +65,7 @@ func (s *Server) deleteTopics(ctx context.Context, r *kmsg.DeleteTopicsRequest) 
 			if isInternal(*t.Topic) {
 				err = engine.ErrInvalidTopic
 			} else {
-				t.TopicID, _ = s.eng.TopicID(*t.Topic)
+				t.TopicID, _ = s.eng.Frontend().TopicID(*t.Topic)
 				err = s.mutate(ctx, deadline, func() error { return s.eng.DeleteTopic(*t.Topic) })
 			}
 		}

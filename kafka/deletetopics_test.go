@@ -20,7 +20,7 @@ func TestDeleteTopicsInvalidEntries(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	idB, _ := ts.eng.TopicID("b")
+	idB, _ := ts.eng.Frontend().TopicID("b")
 	rc := dial(t, ts.addr)
 	req := kmsg.NewPtrDeleteTopicsRequest()
 	req.Version = 6

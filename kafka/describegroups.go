@@ -21,7 +21,7 @@ func (s *Server) describeGroups(r *kmsg.DescribeGroupsRequest) kmsg.Response {
 	for _, name := range r.Groups {
 		g := kmsg.NewDescribeGroupsResponseGroup()
 		d, ok := s.groups.DescribeGroup(name)
-		if !ok && s.eng.GroupHasOffsets(name) {
+		if !ok && s.eng.Frontend().GroupHasOffsets(name) {
 			d.State = "Empty"
 		}
 		g.Group, g.State, g.ProtocolType, g.Protocol = name, d.State, d.ProtocolType, d.Protocol

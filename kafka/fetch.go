@@ -143,7 +143,7 @@ func (s *Server) readFetch(r *kmsg.FetchRequest, f *fetchState) (*kmsg.FetchResp
 				anyErr = true
 				continue
 			}
-			l := p.Log()
+			l := s.eng.Frontend().Log(p)
 			out.HighWatermark = l.HighWatermark()
 			out.LastStableOffset = p.LastStableOffset()
 			out.LogStartOffset = l.LogStartOffset()

@@ -35,7 +35,7 @@ func fetchReq(topic string, parts []int32, offset int64, maxWait, minBytes int32
 // MaxWait at every segment boundary.
 func TestFetchMinBytesAcrossSegments(t *testing.T) {
 	ts := startServer(t, Options{})
-	if err := ts.eng.CreateTopicWithConfig("t", 1, map[string]string{"segment.bytes": "100"}); err != nil {
+	if err := ts.eng.CreateTopic("t", 1, map[string]string{"segment.bytes": "100"}); err != nil {
 		t.Fatal(err)
 	}
 	p, _ := ts.eng.Partition("t", 0)

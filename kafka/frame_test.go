@@ -81,7 +81,7 @@ func TestBadFramesCloseOnlyTheirConnection(t *testing.T) {
 		}
 	}
 	p, _ := ts.eng.Partition("t", 0)
-	if hw := p.Log().HighWatermark(); hw != 0 {
+	if hw := p.HighWatermark(); hw != 0 {
 		t.Fatalf("bad frames wrote %d offsets", hw)
 	}
 }
@@ -130,7 +130,7 @@ func TestProduceBadBatches(t *testing.T) {
 		}
 	}
 	p0, _ := ts.eng.Partition("t", 0)
-	if hw := p0.Log().HighWatermark(); hw != 0 {
+	if hw := p0.HighWatermark(); hw != 0 {
 		t.Fatalf("bad batches wrote %d offsets", hw)
 	}
 	req := produceReq("t", map[int32][]byte{0: good})
@@ -215,7 +215,7 @@ func TestProduceRetryReturnsOriginalOffsets(t *testing.T) {
 		t.Fatalf("old epoch: code %d", c)
 	}
 	p, _ := ts.eng.Partition("t", 0)
-	if hw := p.Log().HighWatermark(); hw != 7 {
+	if hw := p.HighWatermark(); hw != 7 {
 		t.Fatalf("high watermark %d, want 7", hw)
 	}
 }

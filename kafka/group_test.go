@@ -78,7 +78,7 @@ func newGroupServer(t *testing.T, gate *groupGate) *Server {
 	}
 	// Open the offsets store now, so that the gate stops a commit at its
 	// write and not at the store's lazy opening.
-	if _, err := e.FetchOffsets("g", nil, false); err != nil {
+	if _, err := e.Frontend().FetchOffsets("g", nil, false); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -145,7 +145,7 @@ func groupCommit(s *Server, g, memberID string, gen int32, offset int64) int16 {
 func groupCommitted(t *testing.T, s *Server, g string) int64 {
 	t.Helper()
 	tp := engine.TopicPartition{Topic: "t", Partition: 0}
-	got, err := s.eng.FetchOffsets(g, []engine.TopicPartition{tp}, false)
+	got, err := s.eng.Frontend().FetchOffsets(g, []engine.TopicPartition{tp}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,9 @@ func (s *Server) incrementalAlterConfigs(ctx context.Context, r *kmsg.Incrementa
 			if len(nulls) > 0 {
 				err = errcode.New(kerr.InvalidRequest.Code, "Null value not supported for : "+strings.Join(nulls, ", "))
 			} else {
-				err = s.mutate(ctx, deadline, func() error { return s.eng.IncrementalAlterTopicConfig(rr.ResourceName, ops, r.ValidateOnly) })
+				err = s.mutate(ctx, deadline, func() error {
+					return s.eng.Frontend().IncrementalAlterTopicConfig(rr.ResourceName, ops, r.ValidateOnly)
+				})
 			}
 		}
 		out.ErrorCode, out.ErrorMessage = s.configError(kmsg.IncrementalAlterConfigs, rr.ResourceName, err)

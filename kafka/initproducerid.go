@@ -26,7 +26,7 @@ func (s *Server) initProducerID(r *kmsg.InitProducerIDRequest) kmsg.Response {
 		// live producer's epoch without fencing anything.)
 		err = ErrInvalidTxnRequest
 	case r.TransactionalID == nil:
-		pid, epoch, err = s.eng.InitProducerID()
+		pid, epoch, err = s.eng.Frontend().InitProducerID()
 	case *r.TransactionalID == "":
 		err = ErrInvalidTxnRequest
 	default:

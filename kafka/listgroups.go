@@ -17,7 +17,7 @@ import (
 // protocol type; v4's StatesFilter keeps those in the states it names.
 func (s *Server) listGroups(r *kmsg.ListGroupsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
-	withOffsets, err := s.eng.OffsetGroups()
+	withOffsets, err := s.eng.Frontend().OffsetGroups()
 	if err != nil {
 		resp.ErrorCode = s.code(kmsg.ListGroups, err)
 		return resp

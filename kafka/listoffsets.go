@@ -50,13 +50,13 @@ func (s *Server) listOffsets(r *kmsg.ListOffsetsRequest) kmsg.Response {
 			if err == nil {
 				switch ts := rp.Timestamp; {
 				case ts == -2:
-					out.Offset = p.Log().LogStartOffset()
+					out.Offset = p.LogStartOffset()
 				case ts == -1 && r.IsolationLevel == 1:
 					out.Offset = p.LastStableOffset()
 				case ts == -1:
-					out.Offset = p.Log().HighWatermark()
+					out.Offset = p.HighWatermark()
 				case ts >= 0:
-					out.Offset, out.Timestamp, err = offsetForTime(p, ts, r.IsolationLevel == 1)
+					out.Offset, out.Timestamp, err = offsetForTime(s.eng.Frontend(), p, ts, r.IsolationLevel == 1)
 				default:
 					err = newCodeErr(kerr.InvalidRequest.Code, "unsupported timestamp")
 				}
@@ -82,8 +82,8 @@ var errDuplicatePartition = newCodeErr(kerr.InvalidRequest.Code, "partition name
 // first batch whose max timestamp qualifies; the scan goes on from there,
 // batch by batch (a batch's records need not be in time order, and records
 // below the log start do not count). (Without this: it ignored both bounds.)
-func offsetForTime(p *engine.Partition, ts int64, readCommitted bool) (int64, int64, error) {
-	l := p.Log()
+func offsetForTime(fe engine.Frontend, p *engine.Partition, ts int64, readCommitted bool) (int64, int64, error) {
+	l := fe.Log(p)
 	limit := l.HighWatermark()
 	if readCommitted {
 		limit = min(limit, p.LastStableOffset())

@@ -18,7 +18,7 @@ import (
 // listOffsetsWant is Kafka's answer by brute force: the first record at or
 // above the log start, below limit, with timestamp >= ts.
 func listOffsetsWant(t *testing.T, p *engine.Partition, ts, limit int64) (int64, int64) {
-	l := p.Log()
+	l := p
 	start := l.LogStartOffset()
 	var d batch.Decoder
 	var r batch.Record
@@ -69,9 +69,9 @@ func TestOffsetForTimeRecordsModel(t *testing.T) {
 			codecs := []batch.Codec{batch.CodecNone, batch.CodecGzip, batch.CodecSnappy, batch.CodecLZ4, batch.CodecZstd}
 			for step := 0; step < 200; step++ {
 				if rng.IntN(15) == 0 {
-					l := p.Log()
+					l := p
 					if hw := l.HighWatermark(); hw > l.LogStartOffset() {
-						if err := l.DeleteRecordsBefore(l.LogStartOffset() + rng.Int64N(hw-l.LogStartOffset()+1)); err != nil {
+						if _, err := l.DeleteRecordsBefore(l.LogStartOffset() + rng.Int64N(hw-l.LogStartOffset()+1)); err != nil {
 							t.Fatal(err)
 						}
 					}
@@ -91,11 +91,11 @@ func TestOffsetForTimeRecordsModel(t *testing.T) {
 				}
 				for range 4 {
 					ts := rng.Int64N(clock + 20)
-					off, gotTs, err := offsetForTime(p, ts, false)
+					off, gotTs, err := offsetForTime(e.Frontend(), p, ts, false)
 					if err != nil {
 						t.Fatal(err)
 					}
-					wo, wts := listOffsetsWant(t, p, ts, p.Log().HighWatermark())
+					wo, wts := listOffsetsWant(t, p, ts, p.HighWatermark())
 					if off != wo || gotTs != wts {
 						t.Fatalf("step %d: offsetForTime(%d) = (%d, %d), want (%d, %d)", step, ts, off, gotTs, wo, wts)
 					}
@@ -239,10 +239,10 @@ func TestListOffsetsByTimeBelowLogStart(t *testing.T) {
 	if _, err := p.Append(bytes.Clone(raw)); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Log().DeleteRecordsBefore(2); err != nil {
+	if _, err := p.DeleteRecordsBefore(2); err != nil {
 		t.Fatal(err)
 	}
-	off, ts, err := offsetForTime(p, 50, false)
+	off, ts, err := offsetForTime(e.Frontend(), p, 50, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +326,7 @@ func TestListOffsetsTimestampBelowLogStart(t *testing.T) {
 	if _, err := p.Append(buildBatch(t, -1, 0, 0, 4)); err != nil { // ts base+0..3 at offsets 0..3
 		t.Fatal(err)
 	}
-	if err := p.Log().DeleteRecordsBefore(2); err != nil {
+	if _, err := p.DeleteRecordsBefore(2); err != nil {
 		t.Fatal(err)
 	}
 	rc := dial(t, ts.addr)

@@ -46,7 +46,7 @@ func (s *Server) metadata(ctx context.Context, r *kmsg.MetadataRequest) kmsg.Res
 	for _, rt := range r.Topics {
 		if rt.Topic == nil {
 			// v10+ may ask by id alone.
-			name, ok := s.eng.TopicByID(rt.TopicID)
+			name, ok := s.eng.Frontend().TopicByID(rt.TopicID)
 			if !ok {
 				t := kmsg.NewMetadataResponseTopic()
 				t.TopicID = rt.TopicID
@@ -80,7 +80,7 @@ func (s *Server) metadata(ctx context.Context, r *kmsg.MetadataRequest) kmsg.Res
 			// existing topic's once '.' and '_' are taken alike is
 			// refused. (Without this: auto-creation made "a.b" beside
 			// "a_b".) One another client created meanwhile is answered.
-			err := s.mutate(ctx, deadline, func() error { return s.eng.CreateNewTopic(name, s.opts.DefaultPartitions, nil) })
+			err := s.mutate(ctx, deadline, func() error { return s.eng.Frontend().CreateTopic(name, s.opts.DefaultPartitions, nil) })
 			switch {
 			case err == nil:
 				s.log.Info("auto-created topic", "topic", name, "partitions", s.opts.DefaultPartitions)
@@ -106,7 +106,7 @@ func (s *Server) metadata(ctx context.Context, r *kmsg.MetadataRequest) kmsg.Res
 			resp.Topics = append(resp.Topics, t)
 			continue
 		}
-		t.TopicID, _ = s.eng.TopicID(name)
+		t.TopicID, _ = s.eng.Frontend().TopicID(name)
 		t.IsInternal = isInternal(name)
 		if r.Version >= 8 && r.IncludeTopicAuthorizedOperations {
 			t.AuthorizedOperations = topicOperations

@@ -38,7 +38,7 @@ func retentionAlter(topic, ms string) *kmsg.AlterConfigsRequest {
 
 func retentionOf(t *testing.T, ts *testServer, topic string) string {
 	t.Helper()
-	entries, err := ts.eng.TopicConfig(topic)
+	entries, err := ts.eng.Frontend().TopicConfig(topic)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func (s *Server) offsetCommit(r *kmsg.OffsetCommitRequest) kmsg.Response {
 		if len(offsets) == 0 {
 			return nil
 		}
-		return s.eng.CommitOffsets(r.Group, offsets)
+		return s.eng.Frontend().CommitOffsets(r.Group, offsets)
 	})
 	if r.Version >= 9 && errors.Is(err, group.ErrGroupIDNotFound) {
 		// Kafka 3.x+ answers a member commit to a group it does not know

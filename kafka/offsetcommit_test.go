@@ -24,7 +24,7 @@ func TestStaleGenerationCommitAfterRebalance(t *testing.T) {
 	a := groupStable(t, s, "g")
 
 	// A commits 50 at generation 1; the write is held after the check.
-	gate.arm("(*Engine).CommitOffsets")
+	gate.arm("Frontend.CommitOffsets")
 	aCommit := groupAsync(func() int16 { return groupCommit(s, "g", a, 1, 50) })
 	gate.waitHit(t)
 

@@ -34,7 +34,7 @@ func (s *Server) groupOffsets(group string, topics map[string][]int32, all, requ
 			return nil, 0
 		}
 	}
-	got, err := s.eng.FetchOffsets(group, tps, false)
+	got, err := s.eng.Frontend().FetchOffsets(group, tps, false)
 	if err != nil {
 		return nil, s.code(kmsg.OffsetFetch, err)
 	}
@@ -46,7 +46,7 @@ func (s *Server) groupOffsets(group string, topics map[string][]int32, all, requ
 	for tp, om := range got {
 		f := fetchedOffset{tp: tp, om: om}
 		if requireStable {
-			if _, err := s.eng.FetchOffsets(group, []engine.TopicPartition{tp}, true); errors.Is(err, engine.ErrUnstableOffsetCommit) {
+			if _, err := s.eng.Frontend().FetchOffsets(group, []engine.TopicPartition{tp}, true); errors.Is(err, engine.ErrUnstableOffsetCommit) {
 				f.code = s.code(kmsg.OffsetFetch, err)
 				f.om.Offset = -1
 			}

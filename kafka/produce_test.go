@@ -52,7 +52,7 @@ func TestProduceZstdBelowV7(t *testing.T) {
 			codes, kerr.UnsupportedCompressionType.Code)
 	}
 	p0, _ := ts.eng.Partition("t", 0)
-	if hw := p0.Log().HighWatermark(); hw != 0 {
+	if hw := p0.HighWatermark(); hw != 0 {
 		t.Fatalf("zstd batch of a v6 produce was written: high watermark %d", hw)
 	}
 }
@@ -190,7 +190,7 @@ func TestLogAppendTimeOverTheWire(t *testing.T) {
 // (17). idemlog appends the client's bytes into the offsets log.
 func TestProduceToInternalTopicRejected(t *testing.T) {
 	ts := startServer(t, Options{})
-	if _, err := ts.eng.OffsetsPartition("g"); err != nil { // creates __consumer_offsets
+	if _, err := ts.eng.Frontend().OffsetsPartition("g"); err != nil { // creates __consumer_offsets
 		t.Fatal(err)
 	}
 	rc := dial(t, ts.addr)
@@ -199,7 +199,7 @@ func TestProduceToInternalTopicRejected(t *testing.T) {
 	if p.ErrorCode != kerr.InvalidTopicException.Code {
 		part, _ := ts.eng.Partition(engine.ConsumerOffsetsTopic, 0)
 		t.Fatalf("produce to %s-0: code %d base offset %d (partition HW now %d), want INVALID_TOPIC_EXCEPTION (17)",
-			engine.ConsumerOffsetsTopic, p.ErrorCode, p.BaseOffset, part.Log().HighWatermark())
+			engine.ConsumerOffsetsTopic, p.ErrorCode, p.BaseOffset, part.HighWatermark())
 	}
 }
 

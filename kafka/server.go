@@ -168,7 +168,7 @@ type Server struct {
 // not close it.
 func New(e *engine.Engine, opts Options) (*Server, error) {
 	opts = opts.withDefaults()
-	coord, err := e.Coordinator()
+	coord, err := e.Frontend().Coordinator()
 	if err != nil {
 		return nil, fmt.Errorf("cannot start server: %w", err)
 	}
@@ -377,7 +377,7 @@ func (s *Server) maintain() {
 		}
 		if time.Since(lastRetention) >= s.opts.RetentionInterval {
 			lastRetention = time.Now()
-			if n, err := s.eng.ApplyRetention(); err != nil {
+			if n, err := s.eng.Frontend().ApplyRetention(); err != nil {
 				s.log.Warn("cannot apply retention", "err", err)
 			} else if n > 0 {
 				s.log.Info("retention deleted segments", "count", n)
@@ -388,14 +388,14 @@ func (s *Server) maintain() {
 		} else if n > 0 {
 			s.log.Info("aborted timed-out transactions", "count", n)
 		}
-		s.eng.ExpireProducers()
+		s.eng.Frontend().ExpireProducers()
 		if _, err := s.coord.ExpireTransactionalIDs(); err != nil {
 			s.log.Warn("cannot expire transactional ids", "err", err)
 		}
 		// A group with offsets (committed or pending in a transaction) is
 		// kept, as Kafka keeps it until they expire.
 		s.groups.ForgetEmptyGroups(func(group string) bool {
-			got, err := s.eng.FetchOffsets(group, nil, true)
+			got, err := s.eng.Frontend().FetchOffsets(group, nil, true)
 			return err != nil || len(got) > 0
 		})
 	}

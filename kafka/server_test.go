@@ -287,7 +287,7 @@ func TestTopicsAdmin(t *testing.T) {
 	if dresp.Topics[0].ErrorCode != 0 || dresp.Topics[1].ErrorCode != kerr.UnknownTopicOrPartition.Code {
 		t.Fatalf("delete: %+v", dresp.Topics)
 	}
-	if _, ok := ts.eng.TopicByID(id); ok {
+	if _, ok := ts.eng.Frontend().TopicByID(id); ok {
 		t.Fatal("deleted topic's id still resolves")
 	}
 	if err := createTopic(t, cl, "a", 1); err != nil {
@@ -298,7 +298,7 @@ func TestTopicsAdmin(t *testing.T) {
 // TestRetentionTick: the server's maintenance applies topic retention.
 func TestRetentionTick(t *testing.T) {
 	ts := startServer(t, Options{MaintainInterval: 20 * time.Millisecond, RetentionInterval: 20 * time.Millisecond})
-	if err := ts.eng.CreateTopicWithConfig("r", 1, map[string]string{"retention.bytes": "1", "segment.bytes": "4096"}); err != nil {
+	if err := ts.eng.CreateTopic("r", 1, map[string]string{"retention.bytes": "1", "segment.bytes": "4096"}); err != nil {
 		t.Fatal(err)
 	}
 	p, _ := ts.eng.Partition("r", 0)
@@ -307,11 +307,11 @@ func TestRetentionTick(t *testing.T) {
 			t.Fatal(i, err)
 		}
 	}
-	if ents, _ := os.ReadDir(p.Log().Dir()); len(ents) < 6 {
+	if ents, _ := os.ReadDir(ts.eng.Frontend().Log(p).Dir()); len(ents) < 6 {
 		t.Fatalf("no roll: %d files", len(ents))
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for p.Log().LogStartOffset() == 0 {
+	for p.LogStartOffset() == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("retention never deleted a segment")
 		}

@@ -233,7 +233,7 @@ func TestConsumerGroupCommits(t *testing.T) {
 	if err := cl.CommitUncommittedOffsets(ctx); err != nil {
 		t.Fatal(err)
 	}
-	offs, err := ts.eng.FetchOffsets("plain", nil, false)
+	offs, err := ts.eng.Frontend().FetchOffsets("plain", nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestTxnStateMarkerSurvivesRestart(t *testing.T) {
 		t.Fatalf("reopen: %v", err)
 	}
 	defer e2.Close()
-	if _, err := e2.Coordinator(); err != nil {
+	if _, err := e2.Frontend().Coordinator(); err != nil {
 		t.Fatalf("coordinator after reopen: %v", err)
 	}
 }
@@ -378,7 +378,7 @@ func txnCommitCompletes(t *testing.T, ts *testServer, rc *rawConn, pid int64, ep
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lso, hw := p.LastStableOffset(), p.Log().HighWatermark(); lso != hw {
+	if lso, hw := p.LastStableOffset(), p.HighWatermark(); lso != hw {
 		t.Errorf("t-0: last stable offset %d, high watermark %d", lso, hw)
 	}
 }

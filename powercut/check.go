@@ -26,7 +26,7 @@ func Recover(cfg Config, r *Reporter) error {
 		r.Printf("openfail %s", oneLine(err))
 		return err
 	}
-	if _, err := e.Coordinator(); err != nil {
+	if _, err := e.Frontend().Coordinator(); err != nil {
 		r.Printf("error coordinator: %s", oneLine(err))
 	}
 	r.Printf("recovered")
@@ -137,14 +137,14 @@ func Check(cfg Config, r *Reporter) error {
 	// partition's last stable offset must reach its high watermark.
 	deadline := time.Now().Add(reinitBound)
 	for _, p := range e.Partitions() {
-		for p.LastStableOffset() < p.Log().HighWatermark() && time.Now().Before(deadline) {
+		for p.LastStableOffset() < p.HighWatermark() && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
-		lso, hw := p.LastStableOffset(), p.Log().HighWatermark()
+		lso, hw := p.LastStableOffset(), p.HighWatermark()
 		if lso < hw {
 			r.Printf("pinned %s %d %d %d", p.Topic(), p.Index(), lso, hw)
 		}
-		r.Printf("part %s %d %d %d %d", p.Topic(), p.Index(), p.Log().LogStartOffset(), hw, lso)
+		r.Printf("part %s %d %d %d %d", p.Topic(), p.Index(), p.LogStartOffset(), hw, lso)
 		if engine.IsInternalTopic(p.Topic()) {
 			continue
 		}
@@ -168,7 +168,7 @@ func Check(cfg Config, r *Reporter) error {
 		groups = append(groups, txnGroup(id))
 	}
 	for _, g := range groups {
-		offs, err := e.FetchOffsets(g, nil, false)
+		offs, err := e.Frontend().FetchOffsets(g, nil, false)
 		if err != nil {
 			r.Printf("error FetchOffsets %s: %s", g, oneLine(err))
 			continue
@@ -176,11 +176,11 @@ func Check(cfg Config, r *Reporter) error {
 		for tp, o := range offs {
 			r.Printf("offset %s %s %d %d", g, tp.Topic, tp.Partition, o.Offset)
 		}
-		if _, err := e.FetchOffsets(g, nil, true); errors.Is(err, engine.ErrUnstableOffsetCommit) {
+		if _, err := e.Frontend().FetchOffsets(g, nil, true); errors.Is(err, engine.ErrUnstableOffsetCommit) {
 			r.Printf("unstable %s %s", g, oneLine(err))
 		}
 	}
-	pid, epoch, err := e.InitProducerID()
+	pid, epoch, err := e.Frontend().InitProducerID()
 	if err != nil {
 		r.Printf("error InitProducerID: %s", oneLine(err))
 	} else {
@@ -191,7 +191,7 @@ func Check(cfg Config, r *Reporter) error {
 }
 
 func dumpBatches(p *engine.Partition, r *Reporter) error {
-	off := p.Log().LogStartOffset()
+	off := p.LogStartOffset()
 	for {
 		c, err := p.Read(off, 1<<20)
 		if err != nil {
@@ -224,7 +224,7 @@ func dumpKV(p *engine.Partition, r *Reporter) error {
 	newest := map[string]string{}
 	var dec batch.Decoder
 	prev := int64(-1)
-	for off := p.Log().LogStartOffset(); off < p.Log().HighWatermark(); {
+	for off := p.LogStartOffset(); off < p.HighWatermark(); {
 		c, err := p.Read(off, 1<<20)
 		if err != nil {
 			return err

@@ -89,7 +89,7 @@ func (w *workload) rand(stream uint64) *rand.Rand {
 
 func (w *workload) createTopics() error {
 	create := func(name string, parts int, cfg map[string]string) error {
-		err := w.e.CreateTopicWithConfig(name, parts, cfg)
+		err := w.e.CreateTopic(name, parts, cfg)
 		if err != nil && !errors.Is(err, engine.ErrTopicAlreadyExists) {
 			return fmt.Errorf("cannot create topic %s: %w", name, err)
 		}
@@ -236,7 +236,7 @@ func (w *workload) idempotent(g int) {
 	parts = append(parts, ret)
 	bld := batch.NewBuilder(batch.CodecNone)
 	for {
-		pid, epoch, err := w.e.InitProducerID()
+		pid, epoch, err := w.e.Frontend().InitProducerID()
 		if err != nil {
 			w.r.Printf("error InitProducerID: %s", oneLine(err))
 			time.Sleep(50 * time.Millisecond)
@@ -399,7 +399,7 @@ func (w *workload) transactionalV1() {
 	if parts == nil {
 		return
 	}
-	c, err := w.e.Coordinator()
+	c, err := w.e.Frontend().Coordinator()
 	if err != nil {
 		w.r.Printf("error %s", oneLine(err))
 		return
@@ -427,8 +427,8 @@ func (w *workload) transactionalV1() {
 			for range 1 + rng.IntN(3) {
 				i := rng.IntN(len(parts))
 				p := parts[i]
-				ref := engine.TopicPartitionRef{Topic: p.Topic(), Partition: int32(i)}
-				if err := c.AddPartitions(id, pid, epoch, []engine.TopicPartitionRef{ref}, false); err != nil {
+				ref := engine.TopicPartition{Topic: p.Topic(), Partition: int32(i)}
+				if err := c.AddPartitions(id, pid, epoch, []engine.TopicPartition{ref}, false); err != nil {
 					w.r.Printf("error AddPartitions %s: %s", id, oneLine(err))
 					failed = true
 					break
@@ -483,7 +483,7 @@ func (w *workload) commits() {
 			off := w.sid.Add(1)
 			w.r.Printf("committing %s %s %d %d", groupPlain, topicIdem, part, off)
 			tp := engine.TopicPartition{Topic: topicIdem, Partition: int32(part)}
-			if err := w.e.CommitOffsets(groupPlain, map[engine.TopicPartition]engine.OffsetAndMetadata{tp: {Offset: off}}); err != nil {
+			if err := w.e.Frontend().CommitOffsets(groupPlain, map[engine.TopicPartition]engine.OffsetAndMetadata{tp: {Offset: off}}); err != nil {
 				w.r.Printf("error CommitOffsets: %s", oneLine(err))
 			} else {
 				w.r.Printf("commit %s %s %d %d", groupPlain, topicIdem, part, off)
@@ -539,7 +539,7 @@ func (w *workload) deletions() {
 				w.r.Printf("error %s", oneLine(err))
 				continue
 			}
-			hw := p.Log().HighWatermark()
+			hw := p.HighWatermark()
 			if hw == 0 {
 				continue
 			}

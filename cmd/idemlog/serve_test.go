@@ -530,8 +530,8 @@ func TestSigtermDuringProduceKeepsAcked(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	t.Logf("acked %d, max offset %d, hw %d", acked, maxOff, p.Log().HighWatermark())
-	if hw := p.Log().HighWatermark(); hw <= maxOff || hw < acked {
+	t.Logf("acked %d, max offset %d, hw %d", acked, maxOff, p.HighWatermark())
+	if hw := p.HighWatermark(); hw <= maxOff || hw < acked {
 		t.Errorf("after SIGTERM: high watermark %d, but offset %d (%d records) acknowledged", hw, maxOff, acked)
 	}
 }
