@@ -323,7 +323,10 @@ func verifyTxnIndex(r *Report, data []byte, boundaries map[int64]batchSpan, dir,
 	}
 	entries, err := txnindex.ReadFile(tpath, r.Base)
 	if err != nil {
-		return fmt.Errorf("%s.txnindex%s: %w: %w", stem, sfx, err, ErrVerify)
+		// An index that does not match its segment: in a segment the next
+		// open scans, rebuilt from the markers (a torn entry is what a
+		// power cut leaves when the index was written but not synced).
+		return fmt.Errorf("%s.txnindex%s: %w: %w: %w", stem, sfx, err, ErrIndexMismatch, ErrVerify)
 	}
 	// The offset of every ABORT marker -> its producer. Any other control
 	// batch, a COMMIT marker say, will not do: read_committed readers
