@@ -108,6 +108,11 @@ func (b *Builder) Reset(codec Codec) {
 	b.count = 0
 }
 
+// Clear drops the records appended since the last Reset, keeping the codec
+// and compression level: a producer's Send clears the builder once its
+// batch is written, so that records appended next are not sent again.
+func (b *Builder) Clear() { b.Reset(b.codec) }
+
 // records is the uncompressed records section.
 func (b *Builder) records() []byte { return b.buf[HeaderSize:] }
 
@@ -138,8 +143,22 @@ func (b *Builder) Append(timestamp int64, key, value []byte, headers []Header) {
 		b.baseTs, b.maxTs = timestamp, timestamp
 	}
 	b.maxTs = max(b.maxTs, timestamp)
-	tsDelta := timestamp - b.baseTs
-	body := 1 + varlongSize(tsDelta) + varintSize(b.count) +
+	b.appendRecord(timestamp-b.baseTs, b.count, key, value, headers)
+}
+
+// AppendAt adds a record with the offset and timestamp deltas given rather
+// than counted from the batch's first record: for a batch rebuilt around
+// its records' original offsets (compaction drops records and keeps the
+// offsets of the others; a delete horizon takes the base timestamp's
+// place). Build then writes a header as if the records were contiguous:
+// the caller sets the header's last offset delta, timestamps and
+// attributes on the result (and its CRC).
+func (b *Builder) AppendAt(offsetDelta int32, tsDelta int64, key, value []byte, headers []Header) {
+	b.appendRecord(tsDelta, offsetDelta, key, value, headers)
+}
+
+func (b *Builder) appendRecord(tsDelta int64, offsetDelta int32, key, value []byte, headers []Header) {
+	body := 1 + varlongSize(tsDelta) + varintSize(offsetDelta) +
 		bytesSize(key) + bytesSize(value) + varintSize(int32(len(headers)))
 	for i := range headers {
 		body += bytesSize(headers[i].Key) + bytesSize(headers[i].Value)
@@ -152,7 +171,7 @@ func (b *Builder) Append(timestamp int64, key, value []byte, headers []Header) {
 	r = appendVarint(r, int32(body))
 	r = append(r, 0)
 	r = appendVarlong(r, tsDelta)
-	r = appendVarint(r, b.count)
+	r = appendVarint(r, offsetDelta)
 	r = appendBytes(r, key)
 	r = appendBytes(r, value)
 	r = appendVarint(r, int32(len(headers)))

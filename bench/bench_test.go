@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/engine"
+	"github.com/idemlog/idemlog/internal/enginekill"
 	"github.com/idemlog/idemlog/segment"
 )
 
@@ -146,7 +147,7 @@ func TestDirKeptAndAppended(t *testing.T) {
 	if _, err := p.Append(b); err != nil {
 		t.Fatal(err)
 	}
-	e.Kill()
+	enginekill.Kill(e)
 	c.Records = 1000
 	third := mustRun(t, c)
 	if !third.Recovered || third.PartitionOffsets[0].StartOffset != second.PartitionOffsets[0].EndOffset+1 {
@@ -159,7 +160,7 @@ func TestDirKeptAndAppended(t *testing.T) {
 	defer e.Close()
 	var total int64
 	for _, p := range e.Partitions() {
-		total += p.Log().HighWatermark()
+		total += p.HighWatermark()
 	}
 	if total != 8001 {
 		t.Errorf("reopened engine holds %d records, want 8001", total)
@@ -234,8 +235,8 @@ func TestCodecsAndPayloads(t *testing.T) {
 			var dec batch.Decoder
 			var n int64
 			var values [][]byte
-			for off := int64(0); off < p.Log().HighWatermark(); {
-				ch, err := p.Log().Read(off, 1<<20)
+			for off := int64(0); off < p.HighWatermark(); {
+				ch, err := p.Read(off, 1<<20)
 				if err != nil {
 					t.Fatal(err)
 				}

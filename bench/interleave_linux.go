@@ -53,6 +53,7 @@ type interleaved struct {
 	dir   string
 	prods []*producer
 	parts []*engine.Partition
+	fe    engine.Frontend // reads the partitions' sync counts
 	g     *gate
 	smp   *sampler
 	ring  *baselineRing
@@ -74,11 +75,11 @@ type interleaved struct {
 	lastSample     float64
 }
 
-func newInterleaved(ctx context.Context, c Config, p parsed, dir string, prods []*producer, parts []*engine.Partition, g *gate, smp *sampler, pool []byte) *interleaved {
-	il := &interleaved{ctx: ctx, c: c, p: p, dir: dir, prods: prods, parts: parts, g: g, smp: smp,
+func newInterleaved(ctx context.Context, c Config, p parsed, dir string, prods []*producer, parts []*engine.Partition, fe engine.Frontend, g *gate, smp *sampler, pool []byte) *interleaved {
+	il := &interleaved{ctx: ctx, c: c, p: p, dir: dir, prods: prods, parts: parts, fe: fe, g: g, smp: smp,
 		synced: p.sync.Kind == partition.SyncAlways || p.sync.Kind == partition.SyncBytes}
 	for _, part := range parts {
-		il.syncs0 = append(il.syncs0, part.Log().Syncs())
+		il.syncs0 = append(il.syncs0, il.fe.Log(part).Syncs())
 	}
 	// As many writers as partitions written, each into its own files
 	// (each partition writes, and syncs, its own segment): the baseline
@@ -125,7 +126,7 @@ func (il *interleaved) counts() (bytes, batches int64) {
 func (il *interleaved) syncs() int64 {
 	var n int64
 	for i, part := range il.parts {
-		n += part.Log().Syncs() - il.syncs0[i]
+		n += il.fe.Log(part).Syncs() - il.syncs0[i]
 	}
 	return n
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/engine"
+	"github.com/idemlog/idemlog/internal/enginekill"
 )
 
 // reopenValues returns every record value of partition 0 of the bench topic.
@@ -26,8 +27,8 @@ func reopenValues(t *testing.T, dir string) [][]byte {
 	}
 	var dec batch.Decoder
 	var out [][]byte
-	for off := int64(0); off < p.Log().HighWatermark(); {
-		ch, err := p.Log().Read(off, 1<<20)
+	for off := int64(0); off < p.HighWatermark(); {
+		ch, err := p.Read(off, 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,7 +164,7 @@ func TestReopenCrashedTxnOtherMode(t *testing.T) {
 	if _, err := tp.Send(p, bld); err != nil {
 		t.Fatal(err)
 	}
-	e.Kill()
+	enginekill.Kill(e)
 
 	c.Mode, c.Records, c.Readers, c.Isolation = "idempotent", 1000, 1, "read_committed"
 	// The run fences the crashed run's transactional id (fenceLeftoverTxns),
@@ -202,7 +203,7 @@ func TestCrashedBigTxn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.Kill()
+	enginekill.Kill(e)
 	c.Records, c.Readers, c.Isolation = 1000, 1, "read_committed"
 	second := mustRun(t, c)
 	if second.ReadRecords != first.Records+second.Records {
@@ -261,5 +262,5 @@ func crashMidTxn(t *testing.T, dir, id string) {
 	if _, err := tp.Send(p, bld); err != nil {
 		t.Fatal(err)
 	}
-	e.Kill()
+	enginekill.Kill(e)
 }

@@ -70,7 +70,7 @@ func fenceLeftoverTxns(e *engine.Engine) error {
 	if _, ok := e.Topics()[engine.TransactionStateTopic]; !ok {
 		return nil
 	}
-	c, err := e.Coordinator()
+	c, err := e.Frontend().Coordinator()
 	if err != nil {
 		return err
 	}
@@ -91,6 +91,7 @@ func fenceLeftoverTxns(e *engine.Engine) error {
 // bld, cur and hist; the sampler reads the atomics.
 type producer struct {
 	part *engine.Partition
+	log  engine.LogView // part's log, for its recovery point
 	stat *partStat
 	bld  *batch.Builder
 	cur  *payloadCursor
@@ -187,7 +188,7 @@ func (pr *producer) write(stop *atomic.Bool, codec batch.Codec, perBatch int) er
 		_ = pr.hist.RecordValue(min(max(lat, 1), histMax))
 		pr.ival.record(lat)
 		if pr.observeSyncs {
-			pr.stat.observe(pr.part.Log().RecoveryPoint())
+			pr.stat.observe(pr.log.RecoveryPoint())
 		}
 		pr.records.Add(int64(n))
 		pr.batches.Add(1)
@@ -214,7 +215,7 @@ func (r *reader) run(writersDone, abort *atomic.Bool) error {
 	defer r.gate.leave()
 	offs := make([]int64, len(r.parts))
 	for i, p := range r.parts {
-		offs[i] = p.Log().LogStartOffset()
+		offs[i] = p.LogStartOffset()
 	}
 	for !abort.Load() {
 		r.gate.wait()
@@ -223,7 +224,7 @@ func (r *reader) run(writersDone, abort *atomic.Bool) error {
 		done := writersDone.Load()
 		progressed, caughtUp := false, true
 		for i, p := range r.parts {
-			l := p.Log()
+			l := p
 			end := l.HighWatermark()
 			var c partition.Chunk
 			var err error
@@ -282,7 +283,7 @@ func countBatches(data []byte) (records, batches int64, err error) {
 }
 
 // logBytes returns the bytes of the batches in [from, to) of l.
-func logBytes(l *partition.Log, from, to int64) (int64, error) {
+func logBytes(l *engine.Partition, from, to int64) (int64, error) {
 	var total int64
 	for off := max(from, l.LogStartOffset()); off < to; {
 		c, err := l.Read(off, 64<<20)
@@ -411,7 +412,7 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 		if parts[i], err = e.Partition(c.Topic, i); err != nil {
 			return nil, err
 		}
-		l := parts[i].Log()
+		l := e.Frontend().Log(parts[i])
 		res.PartitionOffsets[i] = PartitionOffsets{Partition: i, StartOffset: l.LogEndOffset()}
 		stats[i].lastRP.Store(l.RecoveryPoint())
 	}
@@ -423,6 +424,7 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 		pr := &producer{
 			observeSyncs: p.sync.Kind == partition.SyncAlways || p.sync.Kind == partition.SyncBytes,
 			part:         parts[i%c.Partitions],
+			log:          e.Frontend().Log(parts[i%c.Partitions]),
 			stat:         &stats[i%c.Partitions],
 			bld:          batch.NewBuilder(p.codec),
 			cur:          newCursor(pool, c.RecordSize, i),
@@ -490,7 +492,7 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 	}
 	syncs0 := make([]int64, len(parts))
 	for i, part := range parts {
-		syncs0[i] = part.Log().Syncs()
+		syncs0[i] = e.Frontend().Log(part).Syncs()
 	}
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
@@ -546,12 +548,12 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 	var deleted atomic.Int64
 	recycled0 := make([]int64, len(parts))
 	for i, part := range parts {
-		recycled0[i] = part.Log().Recycled()
+		recycled0[i] = e.Frontend().Log(part).Recycled()
 	}
 	if c.RetentionBytes > 0 {
 		retained.Go(func() {
 			for !writersDone.Load() {
-				n, err := e.ApplyRetention()
+				n, err := e.Frontend().ApplyRetention()
 				if err != nil {
 					fail(err)
 					return
@@ -577,7 +579,7 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 	var il *interleaved
 	var seconds float64
 	if interleave {
-		il = newInterleaved(ctx, c, p, dir, prods, parts, g, smp, pool)
+		il = newInterleaved(ctx, c, p, dir, prods, parts, e.Frontend(), g, smp, pool)
 		seconds, err = il.run(halt, producersDone)
 		if err != nil {
 			fail(err)
@@ -595,8 +597,8 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 	retained.Wait()
 	res.SegmentsDeleted = deleted.Load()
 	for i, part := range parts {
-		res.SegmentsRecycled += part.Log().Recycled() - recycled0[i]
-		res.Syncs += part.Log().Syncs() - syncs0[i]
+		res.SegmentsRecycled += e.Frontend().Log(part).Recycled() - recycled0[i]
+		res.Syncs += e.Frontend().Log(part).Syncs() - syncs0[i]
 	}
 	if interleave {
 		il.finish()
@@ -637,10 +639,10 @@ func Run(ctx context.Context, c Config, progress io.Writer) (*Result, error) {
 		res.SyncsObserved += stats[i].syncs.Load()
 	}
 	for i, part := range parts {
-		l := part.Log()
+		l := e.Frontend().Log(part)
 		po := &res.PartitionOffsets[i]
 		po.EndOffset = l.HighWatermark()
-		n, err := logBytes(l, po.StartOffset, po.EndOffset)
+		n, err := logBytes(part, po.StartOffset, po.EndOffset)
 		if err != nil {
 			return nil, fmt.Errorf("cannot measure partition %d: %w", i, err)
 		}

@@ -17,11 +17,11 @@ func TestAddPartitions(t *testing.T) {
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	cfg := map[string]string{"retention.ms": "60000", "segment.bytes": "1048576"}
-	if err := e.CreateTopicWithConfig("t", 1, cfg); err != nil {
+	if err := e.CreateTopic("t", 1, cfg); err != nil {
 		t.Fatal(err)
 	}
-	id, _ := e.TopicID("t")
-	if err := e.AddPartitions("t", 3); err != nil {
+	id, _ := e.topicIDOf("t")
+	if err := e.Frontend().AddPartitions("t", 3); err != nil {
 		t.Fatal(err)
 	}
 	check := func(e *Engine) {
@@ -49,14 +49,14 @@ func TestAddPartitions(t *testing.T) {
 		{"t", 2, ErrInvalidPartitions},
 		{"nope", 2, ErrUnknownTopicOrPartition},
 	} {
-		if err := e.AddPartitions(c.topic, c.count); !errors.Is(err, c.want) {
+		if err := e.Frontend().AddPartitions(c.topic, c.count); !errors.Is(err, c.want) {
 			t.Errorf("AddPartitions(%s, %d) = %v, want %v", c.topic, c.count, err, c.want)
 		}
 	}
-	if _, err := e.OffsetGroups(); err != nil {
+	if _, err := e.offsetGroups(); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.AddPartitions(ConsumerOffsetsTopic, ConsumerOffsetsPartitions+1); !errors.Is(err, ErrInvalidTopic) {
+	if err := e.Frontend().AddPartitions(ConsumerOffsetsTopic, ConsumerOffsetsPartitions+1); !errors.Is(err, ErrInvalidTopic) {
 		t.Errorf("AddPartitions(%s) = %v, want ErrInvalidTopic", ConsumerOffsetsTopic, err)
 	}
 	if err := e.Close(); err != nil {
@@ -112,8 +112,8 @@ func TestAddPartitionsResurrectsDeletedTopic(t *testing.T) {
 	delErr, addErr := make(chan error, 1), make(chan error, 1)
 	go func() { delErr <- e.DeleteTopic("t") }()
 	waitPartitionLocked(t, 1, "(*Engine).DeleteTopic")
-	go func() { addErr <- e.AddPartitions("t", 3) }()
-	waitPartitionLocked(t, 2, "(*Engine).DeleteTopic", "(*Engine).AddPartitions")
+	go func() { addErr <- e.Frontend().AddPartitions("t", 3) }()
+	waitPartitionLocked(t, 2, "(*Engine).DeleteTopic", "Frontend.AddPartitions")
 	e.mu.Unlock()
 	if err := <-delErr; err != nil {
 		t.Fatalf("DeleteTopic: %v", err)
@@ -141,9 +141,9 @@ func TestAddPartitionsConcurrentSameCount(t *testing.T) {
 	e.mu.Lock()
 	errs := make(chan error, 2)
 	for range 2 {
-		go func() { errs <- e.AddPartitions("t", 3) }()
+		go func() { errs <- e.Frontend().AddPartitions("t", 3) }()
 	}
-	waitPartitionLocked(t, 2, "(*Engine).AddPartitions")
+	waitPartitionLocked(t, 2, "Frontend.AddPartitions")
 	e.mu.Unlock()
 	ok := 0
 	for range 2 {

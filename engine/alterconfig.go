@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/idemlog/idemlog/batch"
-	"github.com/idemlog/idemlog/errcode"
 	"github.com/idemlog/idemlog/internal/fsutil"
 	"github.com/idemlog/idemlog/partition"
 )
@@ -21,10 +20,11 @@ import (
 // change, as Kafka validates the resulting config), written to every
 // partition's topic.config, and applied to the open partitions, each
 // setting at its next use as Kafka's LogManager.updateTopicConfig does:
-// the batch size limit and timestamp rules at the next append, segment.ms
-// and segment.bytes at the next roll check, retention at the next pass.
-// flush.*, segment.index.bytes and index.interval.bytes, which shape the
-// files and the syncer, apply from the partition's next open.
+// the batch size limit, timestamp rules and flush.* at the next append
+// (flush.ms at the flusher's next tick), segment.ms and segment.bytes at
+// the next roll check, retention at the next pass. segment.index.bytes and
+// index.interval.bytes, which shape the files, apply from the partition's
+// next open.
 //
 // Partition 0's file is the commit point: the other partitions' files are
 // written first, and Open makes every partition's file equal to partition
@@ -49,16 +49,8 @@ type ConfigOp struct {
 	Value string
 }
 
-// ErrInvalidConfigRequest: an alteration Kafka refuses as a malformed
-// request (INVALID_REQUEST, 42): a key named twice, an unknown operation.
-var ErrInvalidConfigRequest = errcode.New(42, "invalid config alteration")
-
-// IncrementalAlterTopicConfig applies ops to topic's overrides (Kafka's
-// IncrementalAlterConfigs): the whole resulting config is validated and, unless
-// validateOnly, stored and applied, or nothing changes. APPEND starts from
-// the override or, without one, from Kafka's default (not the engine's);
-// SUBTRACT may leave "", which is kept as an override.
-func (e *Engine) IncrementalAlterTopicConfig(topic string, ops []ConfigOp, validateOnly bool) error {
+// incrementalAlterTopicConfig: see Frontend.IncrementalAlterTopicConfig.
+func (e *Engine) incrementalAlterTopicConfig(topic string, ops []ConfigOp, validateOnly bool) error {
 	return e.alterTopicConfig(topic, validateOnly, func(cur map[string]string) (map[string]string, error) {
 		next := maps.Clone(cur)
 		if next == nil {
@@ -110,10 +102,8 @@ func (e *Engine) IncrementalAlterTopicConfig(topic string, ops []ConfigOp, valid
 	})
 }
 
-// ReplaceTopicConfig makes cfg topic's overrides, all others removed
-// (Kafka's legacy AlterConfigs): validated whole and, unless validateOnly,
-// stored and applied, or nothing changes.
-func (e *Engine) ReplaceTopicConfig(topic string, cfg map[string]string, validateOnly bool) error {
+// replaceTopicConfig: see Frontend.ReplaceTopicConfig.
+func (e *Engine) replaceTopicConfig(topic string, cfg map[string]string, validateOnly bool) error {
 	return e.alterTopicConfig(topic, validateOnly, func(map[string]string) (map[string]string, error) {
 		return maps.Clone(cfg), nil
 	})
@@ -126,6 +116,7 @@ func (e *Engine) alterTopicConfig(topic string, validateOnly bool, change func(m
 	e.configMu.Lock()
 	defer e.configMu.Unlock()
 	e.mu.Lock()
+	e.waitCreationsLocked(topic) // so that its new partitions get the change
 	if e.closed.Load() {
 		e.mu.Unlock()
 		return ErrClosed
@@ -147,7 +138,7 @@ func (e *Engine) alterTopicConfig(topic string, validateOnly bool, change func(m
 	for name, v := range next {
 		next[name] = strings.TrimSpace(v)
 	}
-	if err := ValidateTopicConfig(next); err != nil {
+	if err := validateTopicConfig(next); err != nil {
 		return err
 	}
 	if validateOnly || maps.Equal(cur, next) {
@@ -211,6 +202,11 @@ func storeTopicConfig(dir string, cfg map[string]string) error {
 	return writeTopicConfig(dir, cfg)
 }
 
+// internalSegmentBytes is the segment size of the internal topics, unless
+// the engine's is smaller: with 1,000 live keys, an engine open after
+// 10 million offset commits replays about 8 MiB (docs/PERFORMANCE.md).
+const internalSegmentBytes = 8 << 20
+
 // settingsFor applies a topic's overrides over o (the partition's copy of
 // the engine's options) and returns what the append path reads.
 func (p *Partition) settingsFor(o *partition.Options, cfg map[string]string) (*topicSettings, error) {
@@ -229,10 +225,28 @@ func (p *Partition) settingsFor(o *partition.Options, cfg map[string]string) (*t
 		// unable to end, pinning its partitions' LSO. A segment still
 		// bounds a batch.
 		s.maxBatch = math.MaxInt32
-		// Kafka compacts the internal topics; without compaction, deleting
-		// their segments by age or size would lose committed offsets and
-		// transaction state: retention is off for them.
+		// Kafka compacts the internal topics (cleanup.policy=compact):
+		// they stay bounded by their live keys (committed offsets,
+		// transactional ids), and deleting their segments by age or size
+		// would lose them: retention is off for them.
 		o.RetentionAge, o.RetentionBytes = -1, 0
+		s.compact = true
+		// An open replays an internal topic from its log start: the
+		// cleaned segments (a record per live key) and the active one,
+		// which the cleaner never touches. Small segments bound that
+		// replay (Kafka uses 100 MiB, offsets.topic.segment.bytes, and
+		// loads offsets in the background).
+		if o.Segment.MaxBytes <= 0 || o.Segment.MaxBytes > internalSegmentBytes {
+			o.Segment.MaxBytes = internalSegmentBytes
+		}
+	}
+	if s.compact {
+		// Kafka's LogConfig.maxSegmentMs: a compacted log's active
+		// segment rolls within max.compaction.lag.ms, so that its records
+		// can be cleaned in time (the active segment never is).
+		if lag := msDuration(s.clean.maxLagMs); lag > 0 && (o.RollAge <= 0 || lag < o.RollAge) {
+			o.RollAge = lag
+		}
 	}
 	return s, nil
 }
@@ -250,6 +264,10 @@ func (p *Partition) setConfig(cfg map[string]string) error {
 		RetentionAge:   o.RetentionAge,
 		RetentionBytes: o.RetentionBytes,
 	})
+	if err := p.log.SetFlush(o.Flush); err != nil {
+		// Never: the config passed validation, which refuses negatives.
+		return fmt.Errorf("cannot apply the configs of %s-%d: %w", p.topic, p.index, err)
+	}
 	p.settings.Store(s)
 	return nil
 }

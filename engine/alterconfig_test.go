@@ -17,7 +17,7 @@ import (
 func TestTopicConfigValidation(t *testing.T) {
 	t.Parallel()
 	for _, d := range topicConfigDefs {
-		if err := ValidateTopicConfig(map[string]string{d.name: d.def}); err != nil {
+		if err := validateTopicConfig(map[string]string{d.name: d.def}); err != nil {
 			t.Errorf("%s's default %q: %v", d.name, d.def, err)
 		}
 	}
@@ -51,7 +51,7 @@ func TestTopicConfigValidation(t *testing.T) {
 		{map[string]string{"remote.storage.enable": "true"}, "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."},
 	}
 	for _, c := range refused {
-		err := ValidateTopicConfig(c.cfg)
+		err := validateTopicConfig(c.cfg)
 		var ce *ConfigError
 		if !errors.Is(err, ErrInvalidConfig) || !errors.As(err, &ce) || ce.Msg != c.msg {
 			t.Errorf("%v: %v, want %q", c.cfg, err, c.msg)
@@ -64,7 +64,7 @@ func TestTopicConfigValidation(t *testing.T) {
 		{"min.compaction.lag.ms": "5", "max.compaction.lag.ms": "5"}, {"compression.zstd.level": "-131072"},
 	}
 	for _, cfg := range accepted {
-		if err := ValidateTopicConfig(cfg); err != nil {
+		if err := validateTopicConfig(cfg); err != nil {
 			t.Errorf("%v: %v", cfg, err)
 		}
 	}
@@ -86,11 +86,11 @@ func TestIncrementalAlterTopicConfig(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
-	if err := e.CreateTopicWithConfig("t", 3, map[string]string{"retention.ms": "60000"}); err != nil {
+	if err := e.CreateTopic("t", 3, map[string]string{"retention.ms": "60000"}); err != nil {
 		t.Fatal(err)
 	}
 	alter := func(validateOnly bool, ops ...ConfigOp) error {
-		return e.IncrementalAlterTopicConfig("t", ops, validateOnly)
+		return e.incrementalAlterTopicConfig("t", ops, validateOnly)
 	}
 	if err := alter(false,
 		ConfigOp{Name: "cleanup.policy", Op: ConfigAppend, Value: "compact"},
@@ -141,7 +141,7 @@ func TestIncrementalAlterTopicConfig(t *testing.T) {
 	if got := configOf(t, e, "t"); !maps.Equal(got, want) {
 		t.Fatalf("validate only stored %v", got)
 	}
-	if err := e.IncrementalAlterTopicConfig("missing", nil, false); !errors.Is(err, ErrUnknownTopicOrPartition) {
+	if err := e.incrementalAlterTopicConfig("missing", nil, false); !errors.Is(err, ErrUnknownTopicOrPartition) {
 		t.Fatalf("unknown topic: %v", err)
 	}
 	if err := e.Close(); err != nil {
@@ -156,13 +156,13 @@ func TestIncrementalAlterTopicConfig(t *testing.T) {
 		}
 	}
 	// AlterConfigs replaces: what it does not list is gone.
-	if err := e.ReplaceTopicConfig("t", map[string]string{"retention.bytes": "100"}, false); err != nil {
+	if err := e.replaceTopicConfig("t", map[string]string{"retention.bytes": "100"}, false); err != nil {
 		t.Fatal(err)
 	}
 	if got := configOf(t, e, "t"); !maps.Equal(got, map[string]string{"retention.bytes": "100"}) {
 		t.Fatalf("after replace: %v", got)
 	}
-	if err := e.ReplaceTopicConfig("t", nil, false); err != nil {
+	if err := e.replaceTopicConfig("t", nil, false); err != nil {
 		t.Fatal(err)
 	}
 	if cfg, err := readTopicConfig(filepath.Join(dir, "t-1")); err != nil || len(cfg) != 0 {
@@ -188,7 +188,7 @@ func TestAlterTopicConfigApplies(t *testing.T) {
 	}
 	set := func(name, value string) {
 		t.Helper()
-		if err := e.IncrementalAlterTopicConfig("t", []ConfigOp{{Name: name, Op: ConfigSet, Value: value}}, false); err != nil {
+		if err := e.incrementalAlterTopicConfig("t", []ConfigOp{{Name: name, Op: ConfigSet, Value: value}}, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -203,15 +203,15 @@ func TestAlterTopicConfigApplies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := len(p.Log().SegmentBases()); n < 3 {
+	if n := len(p.log.SegmentBases()); n < 3 {
 		t.Fatalf("segment.bytes=200 (batches of %d bytes): %d segments", len(b), n)
 	}
 	now = now.Add(time.Hour)
-	if n, err := p.Log().ApplyRetention(); err != nil || n != 0 {
+	if n, err := p.log.ApplyRetention(); err != nil || n != 0 {
 		t.Fatalf("retention at the default: %d deleted, %v", n, err)
 	}
 	set("retention.ms", "1000")
-	if n, err := p.Log().ApplyRetention(); err != nil || n == 0 {
+	if n, err := p.log.ApplyRetention(); err != nil || n == 0 {
 		t.Fatalf("retention.ms=1000 an hour later: %d deleted, %v", n, err)
 	}
 }
@@ -223,7 +223,7 @@ func TestAlterTopicConfigCrash(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
-	if err := e.CreateTopicWithConfig("t", 3, map[string]string{"retention.ms": "60000"}); err != nil {
+	if err := e.CreateTopic("t", 3, map[string]string{"retention.ms": "60000"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Close(); err != nil {
@@ -265,13 +265,13 @@ func TestOffsetsDoNotWaitForTopicOperations(t *testing.T) {
 		t.Fatal(err)
 	}
 	tp := TopicPartition{Topic: "t", Partition: 0}
-	if err := e.CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{tp: {Offset: 5}}); err != nil {
+	if err := e.Frontend().CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{tp: {Offset: 5}}); err != nil {
 		t.Fatal(err)
 	}
 	e.mu.Lock() // a long topic operation
 	done := make(chan error, 1)
 	go func() {
-		got, err := e.FetchOffsets("g", []TopicPartition{tp}, false)
+		got, err := e.fetchOffsets("g", []TopicPartition{tp}, false)
 		if err == nil && got[tp].Offset != 5 {
 			err = fmt.Errorf("offset %d, want 5", got[tp].Offset)
 		}

@@ -4,16 +4,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/idemlog/idemlog/errcode"
 	"golang.org/x/sys/unix"
 )
-
-// ErrResourceLimit: a creation of partitions (CreateTopic, a Kafka
-// CreateTopics or auto-creation, AddPartitions) that the machine or the
-// engine's configured limits cannot hold; nothing was created. It carries
-// Kafka's POLICY_VIOLATION (44), what a broker's creation policy answers,
-// and its message names the limit.
-var ErrResourceLimit = errcode.New(44, "resource limit")
 
 const (
 	// DefaultMaxPartitions is Options.MaxPartitions' default: an idle
@@ -38,16 +30,17 @@ const (
 )
 
 // checkCapacity refuses, before anything is created, a creation of n
-// partitions of topic to an engine holding have: past
+// partitions of topic to an engine holding have, with pending more being
+// created by other creations in progress: past
 // Options.MaxPartitions, with too few descriptors free (RLIMIT_NOFILE) or
 // too little disk left above Options.DiskReserve for n new directories.
-func (e *Engine) checkCapacity(topic string, have, n int) error {
+func (e *Engine) checkCapacity(topic string, have, pending, n int) error {
 	if n == 0 {
 		return nil
 	}
-	if limit := e.opts.MaxPartitions; limit > 0 && have+n > limit {
+	if limit := e.opts.MaxPartitions; limit > 0 && have+pending+n > limit {
 		return fmt.Errorf("cannot create %d partitions of %q: the data dir would hold %d, above the limit of %d partitions (engine.Options.MaxPartitions): %w",
-			n, topic, have+n, limit, ErrResourceLimit)
+			n, topic, have+pending+n, limit, ErrResourceLimit)
 	}
 	var rl unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err == nil && rl.Cur != unix.RLIM_INFINITY {
@@ -66,7 +59,8 @@ func (e *Engine) checkCapacity(topic string, have, n int) error {
 				reserve = min(DefaultDiskReserve, int64(st.Blocks)*st.Bsize/100)
 			}
 			avail := int64(st.Bavail) * st.Bsize
-			need := int64(n) * newPartitionDiskBytes
+			// The pending creations' files may not be written yet.
+			need := int64(pending+n) * newPartitionDiskBytes
 			if avail-need < reserve {
 				return fmt.Errorf("cannot create %d partitions of %q: they need about %d bytes and %d are free on the data dir's filesystem, which must keep %d (engine.Options.DiskReserve): %w",
 					n, topic, need, avail, reserve, ErrResourceLimit)

@@ -53,8 +53,8 @@ func TestCreateTopicPastMaxPartitionsIsRefusedWhole(t *testing.T) {
 	}
 	for _, create := range []func() error{
 		func() error { return e.CreateTopic("huge", 5) },
-		func() error { return e.CreateNewTopic("huge", 5, nil) },
-		func() error { return e.AddPartitions("a", 11) },
+		func() error { return e.Frontend().CreateTopic("huge", 5, nil) },
+		func() error { return e.Frontend().AddPartitions("a", 11) },
 	} {
 		err := create()
 		if !errors.Is(err, ErrResourceLimit) || errcode.Code(err) != 44 || !strings.Contains(err.Error(), "MaxPartitions") {
@@ -282,7 +282,7 @@ func TestDescriptorExhaustion(t *testing.T) {
 		if i == 0 {
 			want = 2
 		}
-		if got := p.Log().HighWatermark(); got != want {
+		if got := p.log.HighWatermark(); got != want {
 			t.Errorf("partition %d holds %d records, want %d", i, got, want)
 		}
 	}

@@ -60,7 +60,7 @@ func TestTxnCommitAfterFailedSendCommitsPartialTransaction(t *testing.T) {
 	if err := e.CreateTopic("in", 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.CreateTopicWithConfig("out", 1, map[string]string{"max.message.bytes": "1000"}); err != nil {
+	if err := e.CreateTopic("out", 1, map[string]string{"max.message.bytes": "1000"}); err != nil {
 		t.Fatal(err)
 	}
 	out := mustPartition(t, e, "out", 0)
@@ -82,7 +82,7 @@ func TestTxnCommitAfterFailedSendCommitsPartialTransaction(t *testing.T) {
 	if err := tp.Abort(); err != nil {
 		t.Fatal(err)
 	}
-	offs, err := e.FetchOffsets("g", []TopicPartition{in}, true)
+	offs, err := e.fetchOffsets("g", []TopicPartition{in}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestProducerSendsTransactionalBatch(t *testing.T) {
 	if _, err := pr.Send(p, bld); err != nil {
 		t.Errorf("the idempotent producer is stuck: %v", err)
 	}
-	if lso, hw := p.LastStableOffset(), p.Log().HighWatermark(); lso != hw {
+	if lso, hw := p.LastStableOffset(), p.log.HighWatermark(); lso != hw {
 		t.Errorf("after an idempotent Producer's sends: LSO %d, high watermark %d (a transaction no coordinator knows is open)", lso, hw)
 	}
 	if got := clientReadAll(t, e, p, ReadCommitted, 1<<20); len(got) == 0 {

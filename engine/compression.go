@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	"github.com/idemlog/idemlog/batch"
-	"github.com/idemlog/idemlog/errcode"
 )
 
 // Broker-side compression (a topic's compression.type, Kafka's
@@ -61,11 +60,6 @@ func recompress(v batch.Batch, s *topicSettings, b *batch.Builder) (batch.Batch,
 	}
 	return out, nil
 }
-
-// ErrNoKey: a record without a key for a compacted topic, which keeps
-// records by key (Kafka's INVALID_RECORD, "Compacted topic cannot accept
-// message without key").
-var ErrNoKey = errcode.New(errcode.InvalidRecord, "compacted topic cannot accept a record without a key")
 
 // checkKeys refuses v if one of its records has no key.
 func checkKeys(v batch.Batch) error {

@@ -58,7 +58,7 @@ func TestTopicCompression(t *testing.T) {
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
 	for topic, ct := range map[string]string{"gz": "gzip", "none": "uncompressed", "prod": "producer", "zs": "zstd"} {
-		if err := e.CreateTopicWithConfig(topic, 1, map[string]string{"compression.type": ct, "compression.zstd.level": "9"}); err != nil {
+		if err := e.CreateTopic(topic, 1, map[string]string{"compression.type": ct, "compression.zstd.level": "9"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -99,7 +99,7 @@ func TestTopicCompression(t *testing.T) {
 		}
 	}
 	// Rebuilt larger than max.message.bytes: refused, nothing written.
-	if err := e.CreateTopicWithConfig("small", 1, map[string]string{"compression.type": "uncompressed", "max.message.bytes": "1000"}); err != nil {
+	if err := e.CreateTopic("small", 1, map[string]string{"compression.type": "uncompressed", "max.message.bytes": "1000"}); err != nil {
 		t.Fatal(err)
 	}
 	p, _ := e.Partition("small", 0)
@@ -107,8 +107,8 @@ func TestTopicCompression(t *testing.T) {
 	if len(gz) > 1000 {
 		t.Fatalf("the gzip batch is %d bytes", len(gz))
 	}
-	if _, err := p.Append(gz); !errors.Is(err, batch.ErrTooLarge) || p.Log().HighWatermark() != 0 {
-		t.Fatalf("rebuilt over max.message.bytes: %v (high watermark %d)", err, p.Log().HighWatermark())
+	if _, err := p.Append(gz); !errors.Is(err, batch.ErrTooLarge) || p.log.HighWatermark() != 0 {
+		t.Fatalf("rebuilt over max.message.bytes: %v (high watermark %d)", err, p.log.HighWatermark())
 	}
 }
 
@@ -119,7 +119,7 @@ func TestCompactedTopicKeys(t *testing.T) {
 	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
-	if err := e.CreateTopicWithConfig("c", 1, map[string]string{"cleanup.policy": "compact,delete"}); err != nil {
+	if err := e.CreateTopic("c", 1, map[string]string{"cleanup.policy": "compact,delete"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.CreateTopic("d", 1); err != nil {
@@ -130,8 +130,8 @@ func TestCompactedTopicKeys(t *testing.T) {
 	b.Append(1, nil, []byte("v"), nil)
 	noKey, _ := b.Build()
 	c, _ := e.Partition("c", 0)
-	if _, err := c.Append(noKey); !errors.Is(err, ErrNoKey) || c.Log().HighWatermark() != 0 {
-		t.Fatalf("compacted topic: %v (high watermark %d), want ErrNoKey", err, c.Log().HighWatermark())
+	if _, err := c.Append(noKey); !errors.Is(err, ErrNoKey) || c.log.HighWatermark() != 0 {
+		t.Fatalf("compacted topic: %v (high watermark %d), want ErrNoKey", err, c.log.HighWatermark())
 	}
 	d, _ := e.Partition("d", 0)
 	if _, err := d.Append(noKey); err != nil {

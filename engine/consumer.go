@@ -44,10 +44,10 @@ func (e *Engine) NewConsumer(group string, isolation Isolation) *Consumer {
 // no transaction: a pending transactional commit gives
 // ErrUnstableOffsetCommit, retry later), or at the log start.
 func (c *Consumer) Assign(p *Partition) error {
-	pos := p.Log().LogStartOffset()
+	pos := p.log.LogStartOffset()
 	if c.group != "" {
 		tp := TopicPartition{Topic: p.topic, Partition: int32(p.index)}
-		offs, err := c.e.FetchOffsets(c.group, []TopicPartition{tp}, c.isolation == ReadCommitted)
+		offs, err := c.e.fetchOffsets(c.group, []TopicPartition{tp}, c.isolation == ReadCommitted)
 		if err != nil {
 			return err
 		}
@@ -86,7 +86,7 @@ func (c *Consumer) Poll(p *Partition, maxBytes int, fn func(r *batch.Record) err
 		ch.Chunk, c.aborted, err = p.ReadCommitted(pos, maxBytes, c.aborted[:0])
 		c.filter.Reset(c.aborted)
 	} else {
-		ch.Chunk, err = p.Log().Read(pos, maxBytes)
+		ch.Chunk, err = p.log.Read(pos, maxBytes)
 		err = p.gone(err)
 	}
 	if err != nil {

@@ -24,7 +24,7 @@ func TestConsumerSeek(t *testing.T) {
 	}
 	// The group's committed offset says 7; Seek overrides it, also to an
 	// offset inside a batch, whose earlier records are not delivered.
-	if err := e.CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{{Topic: "t", Partition: 0}: {Offset: 7}}); err != nil {
+	if err := e.Frontend().CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{{Topic: "t", Partition: 0}: {Offset: 7}}); err != nil {
 		t.Fatal(err)
 	}
 	c := e.NewConsumer("g", ReadCommitted)

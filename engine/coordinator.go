@@ -9,18 +9,7 @@ import (
 	"time"
 
 	"github.com/idemlog/idemlog/batch"
-	"github.com/idemlog/idemlog/errcode"
 	"github.com/idemlog/idemlog/producer"
-)
-
-// Coordinator errors, with Kafka's codes.
-var (
-	ErrInvalidRequest            = errcode.New(errcode.InvalidRequest, "invalid request")
-	ErrInvalidTransactionTimeout = errcode.New(errcode.InvalidTransactionTimeout, "invalid transaction timeout")
-	ErrConcurrentTransactions    = errcode.New(errcode.ConcurrentTransactions, "concurrent transactions")
-	ErrInvalidProducerIDMapping  = errcode.New(errcode.InvalidProducerIDMapping, "invalid producer id mapping")
-	ErrProducerFenced            = errcode.New(errcode.ProducerFenced, "producer fenced")
-	ErrInvalidTxnState           = errcode.New(errcode.InvalidTxnState, "invalid transaction state")
 )
 
 const (
@@ -58,9 +47,8 @@ type Coordinator struct {
 	orphans []orphan
 }
 
-// Coordinator returns the engine's transaction coordinator, opening (and
-// recovering) it on first use.
-func (e *Engine) Coordinator() (*Coordinator, error) {
+// coordinator: see Frontend.Coordinator.
+func (e *Engine) coordinator() (*Coordinator, error) {
 	// The fast path: once made, the coordinator is published and never
 	// replaced; the atomic load orders its construction before any use.
 	if c := e.coord.Load(); c != nil {
@@ -83,7 +71,7 @@ func (e *Engine) Coordinator() (*Coordinator, error) {
 }
 
 func openCoordinator(e *Engine) (*Coordinator, error) {
-	if err := e.CreateTopic(txnStateTopic, 1); err != nil {
+	if err := e.createTopic(txnStateTopic, 1, nil, createAny); err != nil {
 		return nil, err
 	}
 	p, err := e.Partition(txnStateTopic, 0)
@@ -188,7 +176,7 @@ func (c *Coordinator) retryOrphans() error {
 // transaction the coordinator knows covers it (under mu).
 func (c *Coordinator) endOrphan(p *Partition, pid int64) error {
 	m := c.byPID(pid)
-	tp := TopicPartitionRef{Topic: p.topic, Partition: int32(p.index)}
+	tp := TopicPartition{Topic: p.topic, Partition: int32(p.index)}
 	if m != nil && m.pid == pid && (m.state == TxnOngoing || m.state == TxnPrepareCommit || m.state == TxnPrepareAbort) &&
 		containsTP(m.partitions, tp) {
 		return nil // live or decided: its end writes the markers
@@ -198,7 +186,7 @@ func (c *Coordinator) endOrphan(p *Partition, pid int64) error {
 		return err
 	}
 	commit := !p.log.MustWait() && m != nil && m.state == TxnCompleteCommit && committedEpoch(m, pid) == epoch
-	if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: commit}); err != nil {
+	if _, err := p.writeMarkerDurable(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: commit}); err != nil {
 		return fmt.Errorf("cannot end orphan transaction of producer %d in %s-%d: %w", pid, p.topic, p.index, err)
 	}
 	return nil
@@ -238,7 +226,7 @@ func committedEpoch(m *txnMeta, pid int64) int16 {
 
 // load replays __transaction_state: the last value of each id wins.
 func (c *Coordinator) load() error {
-	l := c.log.Log()
+	l := c.log.log
 	var d batch.Decoder
 	for off := l.LogStartOffset(); off < l.HighWatermark(); {
 		ch, err := l.Read(off, 1<<20)
@@ -316,7 +304,7 @@ func (c *Coordinator) appendState(m *txnMeta) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	res, _, err := c.log.AppendNoWait(bytes.Clone(v))
+	res, _, err := c.log.appendNoWait(bytes.Clone(v))
 	if err != nil {
 		return 0, fmt.Errorf("cannot persist transaction %q: %w", m.id, err)
 	}
@@ -326,7 +314,7 @@ func (c *Coordinator) appendState(m *txnMeta) (int64, error) {
 // waitState waits until the state records below end are durable, whatever
 // the engine's sync policy: an epoch bump of InitProducerID (the fence) is
 // synced even under "never".
-func (c *Coordinator) waitState(end int64) error { return c.log.Log().WaitDurable(end) }
+func (c *Coordinator) waitState(end int64) error { return c.log.log.WaitDurable(end) }
 
 // waitDecision makes a decision record durable before any marker is
 // written, in the sense of the log's sync policy: under SyncAlways it waits
@@ -351,7 +339,7 @@ func (c *Coordinator) waitDecision(end int64) error {
 			return err
 		}
 	}
-	if !c.log.Log().MustWait() {
+	if !c.log.log.MustWait() {
 		return nil
 	}
 	return c.waitState(end)
@@ -472,7 +460,7 @@ func (c *Coordinator) lookup(id string, pid int64, epoch int16) (*txnMeta, error
 // AddPartitions adds partitions to the id's transaction, starting it if
 // needed (the version 1 flow; with version 2 the first transactional write
 // to a partition adds it, see TransactionalProducer).
-func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []TopicPartitionRef, tv2 bool) error {
+func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []TopicPartition, tv2 bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m, err := c.lookup(id, pid, epoch)
@@ -484,7 +472,7 @@ func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []T
 		return fmt.Errorf("cannot add partitions to %q: %v: %w", id, m.state, ErrConcurrentTransactions)
 	}
 	next := *m
-	next.partitions = append([]TopicPartitionRef(nil), m.partitions...)
+	next.partitions = append([]TopicPartition(nil), m.partitions...)
 	added := false
 	for _, tp := range parts {
 		if _, err := c.e.Partition(tp.Topic, int(tp.Partition)); err != nil {
@@ -503,7 +491,7 @@ func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []T
 		next.tv2 = tv2
 	}
 	next.state = TxnOngoing
-	if err := c.persist(&next, beginsAfterUnbumpedEnd(m) && c.log.Log().MustWait()); err != nil {
+	if err := c.persist(&next, beginsAfterUnbumpedEnd(m) && c.log.log.MustWait()); err != nil {
 		return err
 	}
 	c.txns[id] = &next
@@ -526,7 +514,7 @@ func beginsAfterUnbumpedEnd(m *txnMeta) bool {
 	return (m.state == TxnCompleteCommit || m.state == TxnCompleteAbort) && !m.tv2
 }
 
-func containsTP(tps []TopicPartitionRef, tp TopicPartitionRef) bool {
+func containsTP(tps []TopicPartition, tp TopicPartition) bool {
 	for _, x := range tps {
 		if x == tp {
 			return true
@@ -823,7 +811,7 @@ func (c *Coordinator) complete(m *txnMeta) error {
 	defer func() { c.waits = waits[:0] }()
 	for i, tp := range m.partitions {
 		if c.stopAfterMarkers > 0 && i == c.stopAfterMarkers {
-			WaitAll(waits)
+			waitAll(waits)
 			return errCrashTest
 		}
 		p, err := c.e.Partition(tp.Topic, int(tp.Partition))
@@ -831,21 +819,21 @@ func (c *Coordinator) complete(m *txnMeta) error {
 			continue // deleted since: Kafka drops such markers
 		}
 		if settled, err := markerSettled(p, m.pid, m.epoch, m.tv2); err != nil {
-			WaitAll(waits)
+			waitAll(waits)
 			return fmt.Errorf("cannot complete transaction %q: %w", m.id, err)
 		} else if settled {
 			continue
 		}
 		res, wait, err := p.writeMarker(producer.Marker{ProducerID: m.pid, Epoch: m.epoch, Commit: commit, Strict: m.tv2})
 		if err != nil {
-			WaitAll(waits)
+			waitAll(waits)
 			return fmt.Errorf("cannot complete transaction %q: %w", m.id, p.gone(err))
 		}
 		if wait {
 			waits = append(waits, DurableWait{P: p, End: res.LastOffset + 1})
 		}
 	}
-	WaitAll(waits)
+	waitAll(waits)
 	for _, w := range waits {
 		if w.Err != nil {
 			return fmt.Errorf("cannot complete transaction %q: %w", m.id, w.Err)
@@ -964,9 +952,9 @@ func (c *Coordinator) ExpireTransactionalIDs() (int, error) {
 		if err != nil {
 			return n, err
 		}
-		res, err := c.log.Append(bytes.Clone(v))
+		res, err := c.log.appendWait(bytes.Clone(v), writeOpts{})
 		if err == nil {
-			err = c.log.Log().WaitDurable(res.LastOffset + 1)
+			err = c.log.log.WaitDurable(res.LastOffset + 1)
 		}
 		if err != nil {
 			return n, fmt.Errorf("cannot expire transactional id %q: %w", id, err)

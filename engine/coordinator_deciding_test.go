@@ -54,7 +54,7 @@ func TestDecisionSyncReleasesMutex(t *testing.T) {
 			return
 		}
 		during.ran = true
-		during.p0hw = p0.Log().HighWatermark()
+		during.p0hw = p0.log.HighWatermark()
 		// The same id, mid-decision: a retry must not write markers.
 		_, _, during.retry = c.endTxn("a", a.pid, a.epoch, true, true)
 		// Another id ends while "a" waits: the mutex is free.
@@ -97,12 +97,12 @@ func TestDecisionSyncFollowsPolicy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e, p0, p1, tp := twoPartitions(t, tc.opts)
 			c := tp.c
-			state := c.log.Log()
+			state := c.log.log
 			var syncsAtDecision []int64
 			var markersAtDecision []int64
 			e.opts.private.decidingHook = func(string) {
 				syncsAtDecision = append(syncsAtDecision, state.Syncs())
-				markersAtDecision = append(markersAtDecision, p0.Log().HighWatermark()+p1.Log().HighWatermark())
+				markersAtDecision = append(markersAtDecision, p0.log.HighWatermark()+p1.log.HighWatermark())
 			}
 			const commits = 5
 			before := state.Syncs()
@@ -169,7 +169,7 @@ func TestDecisionSyncFailureWritesNoMarker(t *testing.T) {
 		t.Fatalf("after a failed decision sync the id is %v, want Ongoing", state)
 	}
 	for _, p := range []*Partition{p0, p1} {
-		if hw := p.Log().HighWatermark(); hw != 1 {
+		if hw := p.log.HighWatermark(); hw != 1 {
 			t.Fatalf("%s-%d holds %d offsets after a failed decision, want 1 (no marker)", p.Topic(), p.Index(), hw)
 		}
 	}

@@ -33,7 +33,7 @@ func TestRotatingDecisionTooLargeStuck(t *testing.T) {
 	const id = "r13"
 	ongoing := &txnMeta{id: id, pid: 0, prevPID: -1, nextPID: -1, epoch: epochExhausted, lastEpoch: -1,
 		timeout: time.Second, state: TxnOngoing, start: 0, tv2: true,
-		partitions: []TopicPartitionRef{{"out", 0}}}
+		partitions: []TopicPartition{{"out", 0}}}
 	limit := coordStateBatchLen(t, ongoing)
 	now := time.Now()
 	opts := Options{Now: func() time.Time { return now },
@@ -44,7 +44,7 @@ func TestRotatingDecisionTooLargeStuck(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, _ := e.Partition("out", 0)
-	c, err := e.Coordinator()
+	c, err := e.coordinator()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +63,6 @@ func TestRotatingDecisionTooLargeStuck(t *testing.T) {
 	_, _, st, _ := c.State(id)
 	if st == TxnOngoing {
 		t.Fatalf("transaction can never end: still %v; commit: %v; abort: %v; timeout abort: %v; LSO %d < HW %d",
-			st, commitErr, abortErr, timeoutErr, p.LastStableOffset(), p.Log().HighWatermark())
+			st, commitErr, abortErr, timeoutErr, p.LastStableOffset(), p.log.HighWatermark())
 	}
 }

@@ -89,7 +89,7 @@ func runPowerCutTransactions(t *testing.T, seed uint64, policy string) {
 		for i := range parts {
 			parts[i], _ = e.Partition("out", i)
 		}
-		c, err := e.Coordinator()
+		c, err := e.coordinator()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func runPowerCutTransactions(t *testing.T, seed uint64, policy string) {
 				model.settle(0, commit)
 			case op < 6: // version 1 send
 				i := rng.IntN(3)
-				if err := c.AddPartitions("v1", pid, epoch, []TopicPartitionRef{{"out", int32(i)}}, false); err != nil {
+				if err := c.AddPartitions("v1", pid, epoch, []TopicPartition{{"out", int32(i)}}, false); err != nil {
 					t.Fatalf("v1 add: %v", err)
 				}
 				added = true
@@ -148,7 +148,7 @@ func runPowerCutTransactions(t *testing.T, seed uint64, policy string) {
 				model.settle(1, commit)
 			default: // a sync of one log, as a roll, a flusher or the OS makes
 				logs := append(parts[:], c.log)
-				if err := logs[rng.IntN(len(logs))].Log().Flush(); err != nil {
+				if err := logs[rng.IntN(len(logs))].log.Flush(); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -158,7 +158,7 @@ func runPowerCutTransactions(t *testing.T, seed uint64, policy string) {
 		// Every id can be initialised again, and then every partition is
 		// stable: an open transaction is one an Ongoing record lists,
 		// which the initialisation fences.
-		c, err = e.Coordinator()
+		c, err = e.coordinator()
 		if err != nil {
 			t.Fatal(err)
 		}

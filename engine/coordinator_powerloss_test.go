@@ -25,7 +25,7 @@ func powerLossOptions(t *testing.T, policy string) Options {
 func stableEverywhere(t *testing.T, e *Engine) {
 	t.Helper()
 	for _, p := range e.Partitions() {
-		if lso, hw := p.LastStableOffset(), p.Log().HighWatermark(); lso != hw {
+		if lso, hw := p.LastStableOffset(), p.log.HighWatermark(); lso != hw {
 			t.Errorf("%s-%d: last stable offset %d pinned below the high watermark %d", p.topic, p.index, lso, hw)
 		}
 	}
@@ -84,8 +84,8 @@ func TestPowerCutAfterCommitV2KeepsIDUsable(t *testing.T) {
 	if err := txnSend(t, tp, p, 'b'); err != nil { // acknowledged: synced
 		t.Fatal(err)
 	}
-	c, _ := e.Coordinator()
-	if st := c.log.Log(); st.RecoveryPoint() >= st.HighWatermark() {
+	c, _ := e.coordinator()
+	if st := c.log.log; st.RecoveryPoint() >= st.HighWatermark() {
 		t.Fatal("setup: the state log has no unsynced tail to lose")
 	}
 	cutPower(t, e)
@@ -118,7 +118,7 @@ func TestPowerCutAfterCommitV1DoesNotCommitNext(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, _ := e.Partition("out", 0)
-	c, err := e.Coordinator()
+	c, err := e.coordinator()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestPowerCutAfterCommitV1DoesNotCommitNext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := []TopicPartitionRef{{"out", 0}}
+	ref := []TopicPartition{{"out", 0}}
 	if err := c.AddPartitions("classic", pid, epoch, ref, false); err != nil {
 		t.Fatal(err)
 	}
@@ -188,12 +188,12 @@ func powerCutStateLogBehind(t *testing.T, policy string, syncedAtDecision bool) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _ := e.Coordinator()
+	c, _ := e.coordinator()
 	// The state log is synced right after the first decision, as an
 	// interval flush may, or never after the InitProducerID's record.
 	if syncedAtDecision {
 		e.opts.private.decidingHook = func(string) {
-			if err := c.log.Log().Flush(); err != nil {
+			if err := c.log.log.Flush(); err != nil {
 				t.Error(err)
 			}
 		}
@@ -212,7 +212,7 @@ func powerCutStateLogBehind(t *testing.T, policy string, syncedAtDecision bool) 
 	if err := tp.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Log().Flush(); err != nil { // a roll's or the OS's sync
+	if err := p.log.Flush(); err != nil { // a roll's or the OS's sync
 		t.Fatal(err)
 	}
 	cutPower(t, e)
@@ -245,18 +245,18 @@ func TestPowerCutLosesAddedPartition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _ := e.Coordinator()
+	c, _ := e.coordinator()
 	if err := txnSend(t, tp, p0, 'a'); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.log.Log().Flush(); err != nil { // Ongoing [out-0] survives
+	if err := c.log.log.Flush(); err != nil { // Ongoing [out-0] survives
 		t.Fatal(err)
 	}
 	if err := txnSend(t, tp, p1, 'b'); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []*Partition{p0, p1} {
-		if err := p.Log().Flush(); err != nil {
+		if err := p.log.Flush(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -265,7 +265,7 @@ func TestPowerCutLosesAddedPartition(t *testing.T) {
 
 	e = openEngine(t, dir, opts)
 	defer e.Close()
-	c, err = e.Coordinator()
+	c, err = e.coordinator()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,11 +309,11 @@ func TestPowerCutStateLogAtOngoing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, _ := e.Coordinator()
+			c, _ := e.coordinator()
 			if err := txnSend(t, tp, p0, 'a'); err != nil {
 				t.Fatal(err)
 			}
-			if err := c.log.Log().Flush(); err != nil { // Ongoing [out-0] survives
+			if err := c.log.log.Flush(); err != nil { // Ongoing [out-0] survives
 				t.Fatal(err)
 			}
 			if err := tp.Commit(); err != nil {
@@ -330,7 +330,7 @@ func TestPowerCutStateLogAtOngoing(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, p := range []*Partition{p0, p1} {
-				if err := p.Log().Flush(); err != nil {
+				if err := p.log.Flush(); err != nil {
 					t.Fatal(err)
 				}
 			}

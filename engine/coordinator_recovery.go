@@ -56,7 +56,7 @@ func markerSettled(p *Partition, pid int64, epoch int16, strict bool) (bool, err
 // epoch and the partitions where it has a transaction open.
 type producerSpan struct {
 	maxEpoch int16
-	open     []TopicPartitionRef
+	open     []TopicPartition
 }
 
 // spanOf collects pid's producerSpan over every partition but the
@@ -73,7 +73,7 @@ func (c *Coordinator) spanOf(pid int64) (producerSpan, error) {
 		}
 		s.maxEpoch = max(s.maxEpoch, epoch)
 		if open {
-			s.open = append(s.open, TopicPartitionRef{Topic: p.topic, Partition: int32(p.index)})
+			s.open = append(s.open, TopicPartition{Topic: p.topic, Partition: int32(p.index)})
 		}
 	}
 	return s, nil
@@ -108,7 +108,7 @@ func (c *Coordinator) fenceUnlisted() {
 			continue // a full producer table: the sweep's retries end what stays open
 		}
 		next := *m
-		next.partitions = append([]TopicPartitionRef(nil), m.partitions...)
+		next.partitions = append([]TopicPartition(nil), m.partitions...)
 		unlisted := false
 		for _, tp := range span.open {
 			if !containsTP(next.partitions, tp) {

@@ -30,7 +30,7 @@ func TestOpenSweepAbortsDecidedCommit(t *testing.T) {
 	if _, err := p1.Append(idem(t, 99, 0, 0, 1, now.Load())); err != nil {
 		t.Fatal(err)
 	}
-	c, err := e.Coordinator()
+	c, err := e.coordinator()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestOpenSweepAbortsDecidedCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	// out-1 first: its marker fails before out-0 gets one.
-	if err := c.AddPartitions("tx", pid, epoch, []TopicPartitionRef{{"out", 1}, {"out", 0}}, false); err != nil {
+	if err := c.AddPartitions("tx", pid, epoch, []TopicPartition{{"out", 1}, {"out", 0}}, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p0.Append(txnBatch(t, pid, epoch, 0, 1)); err != nil {
@@ -59,10 +59,10 @@ func TestOpenSweepAbortsDecidedCommit(t *testing.T) {
 	defer e.Close()
 	p0, _ = e.Partition("out", 0)
 	p1, _ = e.Partition("out", 1)
-	c, _ = e.Coordinator()
+	c, _ = e.coordinator()
 	// The cause goes away; the periodic sweep completes the decision.
 	now.Add((2 * time.Hour).Milliseconds())
-	p1.ExpireProducers()
+	p1.expireProducers()
 	if _, err := c.AbortTimedOut(); err != nil {
 		t.Fatal(err)
 	}
@@ -88,13 +88,13 @@ func TestEngineUnopenableWhenSweepFails(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
-	if _, err := e.Coordinator(); err != nil { // transactions used here
+	if _, err := e.coordinator(); err != nil { // transactions used here
 		t.Fatal(err)
 	}
 	if err := e.CreateTopic("other", 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.CreateTopicWithConfig("small", 1, map[string]string{"segment.bytes": "70"}); err != nil {
+	if err := e.CreateTopic("small", 1, map[string]string{"segment.bytes": "70"}); err != nil {
 		t.Fatal(err)
 	}
 	p, _ := e.Partition("small", 0)

@@ -18,20 +18,20 @@ func TestCoordinatorOpenRetried(t *testing.T) {
 	if err := os.WriteFile(blocker, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Coordinator(); err == nil {
+	if _, err := e.coordinator(); err == nil {
 		t.Fatal("Coordinator opened with its partition's directory blocked")
 	}
 	if err := os.Remove(blocker); err != nil {
 		t.Fatal(err)
 	}
-	c, err := e.Coordinator()
+	c, err := e.coordinator()
 	if err != nil {
 		t.Fatalf("Coordinator after the obstacle went: %v", err)
 	}
 	if _, _, err := c.InitProducerID("tx", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if again, _ := e.Coordinator(); again != c {
+	if again, _ := e.coordinator(); again != c {
 		t.Fatal("a second coordinator was made")
 	}
 }

@@ -41,7 +41,7 @@ type txnMeta struct {
 	lastEpoch  int16
 	timeout    time.Duration
 	state      TxnState
-	partitions []TopicPartitionRef
+	partitions []TopicPartition
 	start      int64 // ms; -1 when no transaction is open
 	lastUpdate int64 // ms
 	tv2        bool
@@ -51,12 +51,6 @@ type txnMeta struct {
 	// the transaction's markers, and every request on the id answers
 	// CONCURRENT_TRANSACTIONS.
 	deciding bool
-}
-
-// TopicPartitionRef names a partition in a transaction.
-type TopicPartitionRef struct {
-	Topic     string
-	Partition int32
 }
 
 // Value layout (idemlog's; Kafka's transaction-log value v1 carries the
@@ -151,7 +145,7 @@ func decodeTxnMeta(id string, b []byte) (*txnMeta, error) {
 		if len(p) < 2+l+4 {
 			return nil, errTxnValue
 		}
-		m.partitions = append(m.partitions, TopicPartitionRef{Topic: string(p[2 : 2+l]), Partition: int32(be.Uint32(p[2+l:]))})
+		m.partitions = append(m.partitions, TopicPartition{Topic: string(p[2 : 2+l]), Partition: int32(be.Uint32(p[2+l:]))})
 		p = p[2+l+4:]
 	}
 	return m, nil

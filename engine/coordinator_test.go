@@ -73,7 +73,7 @@ func TestTransactionCommitAbortAcrossPartitions(t *testing.T) {
 	}
 	e = openEngine(t, dir, Options{})
 	defer e.Close()
-	c, err := e.Coordinator()
+	c, err := e.coordinator()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestTransactionTimeoutFences(t *testing.T) {
 	if err := txnSend(t, tp, p, 's'); err != nil {
 		t.Fatal(err)
 	}
-	c, _ := e.Coordinator()
+	c, _ := e.coordinator()
 	if n, _ := c.AbortTimedOut(); n != 0 {
 		t.Fatal("aborted a transaction before its timeout")
 	}
@@ -146,7 +146,7 @@ func TestTransactionTimeoutFences(t *testing.T) {
 	if n, err := c.AbortTimedOut(); n != 1 || err != nil {
 		t.Fatalf("timed-out aborts: %d %v", n, err)
 	}
-	if p.LastStableOffset() != p.Log().HighWatermark() {
+	if p.LastStableOffset() != p.log.HighWatermark() {
 		t.Fatal("the timed-out transaction still pins the LSO")
 	}
 	if err := txnSend(t, tp, p, 't'); !errors.Is(err, producer.ErrInvalidProducerEpoch) {
@@ -174,18 +174,18 @@ func TestCrashDuringCommitCompletesOnRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c, _ := e.Coordinator()
+	c, _ := e.coordinator()
 	c.stopAfterMarkers = 1 // the decision is durable, one marker written
 	if err := tp.Commit(); !errors.Is(err, errCrashTest) {
 		t.Fatalf("commit with a crash after one marker: %v", err)
 	}
-	if parts[0].LastStableOffset() != parts[0].Log().HighWatermark() || parts[1].LastStableOffset() != 0 {
+	if parts[0].LastStableOffset() != parts[0].log.HighWatermark() || parts[1].LastStableOffset() != 0 {
 		t.Fatal("the crash happened at the wrong place")
 	}
-	e.Kill()
+	e.kill()
 	e = openEngine(t, dir, Options{})
 	defer e.Close()
-	c, err = e.Coordinator()
+	c, err = e.coordinator()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestCoordinatorRequestErrors(t *testing.T) {
 	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
-	c, err := e.Coordinator()
+	c, err := e.coordinator()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestCoordinatorRequestErrors(t *testing.T) {
 	}
 	// Version 1 flow: explicit AddPartitions, no epoch bump at the end.
 	e.CreateTopic("v1", 1)
-	if err := c.AddPartitions("x", pid, epoch, []TopicPartitionRef{{"v1", 0}}, false); err != nil {
+	if err := c.AddPartitions("x", pid, epoch, []TopicPartition{{"v1", 0}}, false); err != nil {
 		t.Fatal(err)
 	}
 	p, _ := e.Partition("v1", 0)
@@ -264,7 +264,7 @@ func TestCrashBeforeDecisionAborts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.Kill() // no decision was taken
+	e.kill() // no decision was taken
 	for _, how := range []string{"new instance", "timeout"} {
 		e = openEngine(t, dir, opts)
 		for i := range 2 {
@@ -273,7 +273,7 @@ func TestCrashBeforeDecisionAborts(t *testing.T) {
 				t.Fatalf("%s: undecided data visible after restart: %q", how, got)
 			}
 		}
-		c, err := e.Coordinator()
+		c, err := e.coordinator()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -295,7 +295,7 @@ func TestCrashBeforeDecisionAborts(t *testing.T) {
 			if err := txnSend(t, tp2, p, 'v'); err != nil {
 				t.Fatal(err)
 			}
-			e.Kill()
+			e.kill()
 			continue
 		}
 		now = now.Add(time.Minute)
@@ -304,7 +304,7 @@ func TestCrashBeforeDecisionAborts(t *testing.T) {
 		}
 		for i := range 2 {
 			p, _ := e.Partition("out", i)
-			if p.LastStableOffset() != p.Log().HighWatermark() || string(readCommittedValues(t, p)) != "" {
+			if p.LastStableOffset() != p.log.HighWatermark() || string(readCommittedValues(t, p)) != "" {
 				t.Fatalf("partition %d: a hanging transaction survived its timeout", i)
 			}
 		}
@@ -317,7 +317,7 @@ func TestInitProducerIDExpected(t *testing.T) {
 	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
-	c, _ := e.Coordinator()
+	c, _ := e.coordinator()
 	pid, epoch, err := c.InitProducerID("k", time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -357,7 +357,7 @@ func TestInitProducerIDExpected(t *testing.T) {
 	// transaction, it fences that instance (CONCURRENT_TRANSACTIONS, then
 	// a new epoch). (Without this: it got p4/e4, a second live instance.)
 	e.CreateTopic("kt", 1)
-	if err := c.AddPartitions("k", p4, e4, []TopicPartitionRef{{"kt", 0}}, false); err != nil {
+	if err := c.AddPartitions("k", p4, e4, []TopicPartition{{"kt", 0}}, false); err != nil {
 		t.Fatal(err)
 	}
 	if gp, ge, err := c.InitProducerIDExpected("k", time.Minute, pid, epochExhausted); !errors.Is(err, ErrConcurrentTransactions) {
@@ -388,7 +388,7 @@ func TestTransactionalIDExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	now = now.Add(2 * time.Hour)
-	c, _ := e.Coordinator()
+	c, _ := e.coordinator()
 	if n, err := c.ExpireTransactionalIDs(); n != 1 || err != nil {
 		t.Fatalf("expired %d, %v; want only the idle id (the busy one has a transaction open)", n, err)
 	}
@@ -401,7 +401,7 @@ func TestTransactionalIDExpiry(t *testing.T) {
 	}
 	e = openEngine(t, dir, opts)
 	defer e.Close()
-	c, _ = e.Coordinator()
+	c, _ = e.coordinator()
 	if _, _, _, ok := c.State("idle"); ok {
 		t.Fatal("an expired id came back after a restart")
 	}
@@ -416,7 +416,7 @@ func TestEndTxnStateTable(t *testing.T) {
 	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
-	c, _ := e.Coordinator()
+	c, _ := e.coordinator()
 	pid, epoch, err := c.InitProducerID("table", time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -485,7 +485,7 @@ func TestOrphanSweep(t *testing.T) {
 	e.CreateTopic("out", 2)
 	p0, _ := e.Partition("out", 0)
 	p1, _ := e.Partition("out", 1)
-	c, err := e.Coordinator()
+	c, err := e.coordinator()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,16 +507,16 @@ func TestOrphanSweep(t *testing.T) {
 	if p0.LastStableOffset() != 0 || p1.LastStableOffset() != 0 {
 		t.Fatal("setup: the orphans do not pin the LSO")
 	}
-	e.Kill()
+	e.kill()
 	e = openEngine(t, dir, Options{})
 	defer e.Close()
-	if _, err := e.Coordinator(); err != nil {
+	if _, err := e.coordinator(); err != nil {
 		t.Fatal(err)
 	}
 	p0, _ = e.Partition("out", 0)
 	p1, _ = e.Partition("out", 1)
-	if p0.LastStableOffset() != p0.Log().HighWatermark() || p1.LastStableOffset() != p1.Log().HighWatermark() {
-		t.Fatalf("orphans still pin the LSO: %d/%d, %d/%d", p0.LastStableOffset(), p0.Log().HighWatermark(), p1.LastStableOffset(), p1.Log().HighWatermark())
+	if p0.LastStableOffset() != p0.log.HighWatermark() || p1.LastStableOffset() != p1.log.HighWatermark() {
+		t.Fatalf("orphans still pin the LSO: %d/%d, %d/%d", p0.LastStableOffset(), p0.log.HighWatermark(), p1.LastStableOffset(), p1.log.HighWatermark())
 	}
 	if got := string(readCommittedValues(t, p0)); got != "" {
 		t.Fatalf("an unrecorded transaction was committed: %q", got)

@@ -30,7 +30,7 @@ type loggedBatch struct {
 func logBatches(t *testing.T, p *Partition) []loggedBatch {
 	t.Helper()
 	var out []loggedBatch
-	l := p.Log()
+	l := p.log
 	for off := l.LogStartOffset(); off < l.HighWatermark(); {
 		ch, err := l.Read(off, 1<<20)
 		if err != nil {
@@ -109,7 +109,7 @@ func TestEndTxnV2EpochRotation(t *testing.T) {
 			e.CreateTopic("out", 2)
 			p0, _ := e.Partition("out", 0)
 			p1, _ := e.Partition("out", 1)
-			c, _ := e.Coordinator()
+			c, _ := e.coordinator()
 			tp, err := e.NewTransactionalProducer("rot", time.Minute)
 			if err != nil {
 				t.Fatal(err)
@@ -151,7 +151,7 @@ func TestEndTxnV2EpochRotation(t *testing.T) {
 			}
 
 			// A retry from the old pair: the same answer, no markers.
-			hw0, hw1, hwState := p0.Log().HighWatermark(), p1.Log().HighWatermark(), c.log.Log().HighWatermark()
+			hw0, hw1, hwState := p0.log.HighWatermark(), p1.log.HighWatermark(), c.log.log.HighWatermark()
 			pid, epoch, err := c.endTxn("rot", oldPID, epochExhausted, commit, true)
 			if err != nil || pid != newPID || epoch != 0 {
 				t.Fatalf("retry from the old pair: %d/%d %v, want %d/0", pid, epoch, err, newPID)
@@ -166,7 +166,7 @@ func TestEndTxnV2EpochRotation(t *testing.T) {
 			if _, _, err := c.endTxn("rot", oldPID, epochExhausted, !commit, true); !errors.Is(err, wantOther) {
 				t.Fatalf("opposite end from the old pair: %v, want %v", err, wantOther)
 			}
-			if p0.Log().HighWatermark() != hw0 || p1.Log().HighWatermark() != hw1 || c.log.Log().HighWatermark() != hwState {
+			if p0.log.HighWatermark() != hw0 || p1.log.HighWatermark() != hw1 || c.log.log.HighWatermark() != hwState {
 				t.Fatal("a retry wrote markers or a state record")
 			}
 
@@ -174,7 +174,7 @@ func TestEndTxnV2EpochRotation(t *testing.T) {
 			if _, err := p0.Append(txnBatch(t, oldPID, epochExhausted, 2, 1)); !errors.Is(err, producer.ErrInvalidProducerEpoch) {
 				t.Fatalf("data from the old pair: %v", err)
 			}
-			if err := c.AddPartitions("rot", oldPID, epochExhausted, []TopicPartitionRef{{"out", 0}}, true); !errors.Is(err, ErrInvalidProducerIDMapping) {
+			if err := c.AddPartitions("rot", oldPID, epochExhausted, []TopicPartition{{"out", 0}}, true); !errors.Is(err, ErrInvalidProducerIDMapping) {
 				t.Fatalf("AddPartitions from the old pair: %v", err)
 			}
 
@@ -214,7 +214,7 @@ func TestEndTxnV2EpochRotation(t *testing.T) {
 			}
 			e = openEngine(t, dir, Options{})
 			defer e.Close()
-			c, err = e.Coordinator()
+			c, err = e.coordinator()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -233,7 +233,7 @@ func TestEndTxnV2StateTable(t *testing.T) {
 	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
-	c, _ := e.Coordinator()
+	c, _ := e.coordinator()
 	pid, _, err := c.InitProducerID("v2", time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -305,7 +305,7 @@ func TestEndTxnV2StateTable(t *testing.T) {
 		}
 		c.txns["v2"] = &m
 		c.mu.Unlock()
-		hw := c.log.Log().HighWatermark()
+		hw := c.log.log.HighWatermark()
 		gotPID, got, err := c.endTxn("v2", pid, r.epoch, r.commit, true)
 		if r.want == nil && (err != nil || gotPID != pid || got != r.epochTo) {
 			t.Errorf("%v, epoch %d, commit=%v: %d/%d %v, want NONE at %d/%d", r.state, r.epoch, r.commit, gotPID, got, err, pid, r.epochTo)
@@ -317,7 +317,7 @@ func TestEndTxnV2StateTable(t *testing.T) {
 		if after.state != r.after || after.epoch != r.epochTo || after.pid != pid {
 			t.Errorf("%v, epoch %d, commit=%v: %v at %d/%d after, want %v at %d/%d", r.state, r.epoch, r.commit, after.state, after.pid, after.epoch, r.after, pid, r.epochTo)
 		}
-		if n := c.log.Log().HighWatermark() - hw; n != r.writes {
+		if n := c.log.log.HighWatermark() - hw; n != r.writes {
 			t.Errorf("%v, epoch %d, commit=%v: %d state records written, want %d", r.state, r.epoch, r.commit, n, r.writes)
 		}
 	}
@@ -363,7 +363,7 @@ func TestEndTxnV2EmptyAbort(t *testing.T) {
 	defer e.Close()
 	e.CreateTopic("out", 1)
 	p, _ := e.Partition("out", 0)
-	c, _ := e.Coordinator()
+	c, _ := e.coordinator()
 	tp, err := e.NewTransactionalProducer("empty", time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -387,7 +387,7 @@ func TestEndTxnV2EmptyAbort(t *testing.T) {
 	if err := tp.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	hw := p.Log().HighWatermark()
+	hw := p.log.HighWatermark()
 	for i, want := range []int16{epoch + 3, epoch + 4} {
 		if err := tp.Abort(); err != nil {
 			t.Fatalf("empty abort %d: %v", i, err)
@@ -396,7 +396,7 @@ func TestEndTxnV2EmptyAbort(t *testing.T) {
 			t.Fatalf("after empty abort %d: %d/%d, want %d/%d", i, gp, ge, pid, want)
 		}
 	}
-	if p.Log().HighWatermark() != hw {
+	if p.log.HighWatermark() != hw {
 		t.Fatal("an empty abort wrote a marker")
 	}
 	// COMMIT with nothing open: the coordinator answers INVALID_TXN_STATE
@@ -426,14 +426,14 @@ func TestEndTxnV2EmptyAbort(t *testing.T) {
 	}
 	// At the exhausted epoch.
 	exhaust(t, c, tp)
-	hw = p.Log().HighWatermark()
+	hw = p.log.HighWatermark()
 	if err := tp.Abort(); err != nil {
 		t.Fatal(err)
 	}
 	if gp, ge := tp.ID(); gp == pid || ge != 0 {
 		t.Fatalf("empty abort at the exhausted epoch: %d/%d, want a new id at 0", gp, ge)
 	}
-	if p.Log().HighWatermark() != hw {
+	if p.log.HighWatermark() != hw {
 		t.Fatal("an empty abort wrote a marker")
 	}
 }
@@ -451,7 +451,7 @@ func TestEndTxnV2PrepareRetry(t *testing.T) {
 	e.CreateTopic("out", 2)
 	p0, _ := e.Partition("out", 0)
 	p1, _ := e.Partition("out", 1)
-	c, _ := e.Coordinator()
+	c, _ := e.coordinator()
 	tp, err := e.NewTransactionalProducer("prep", time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -515,7 +515,7 @@ func TestEndTxnV2RotationCrashRecovery(t *testing.T) {
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	e.CreateTopic("out", 3)
-	c, _ := e.Coordinator()
+	c, _ := e.coordinator()
 	tp, err := e.NewTransactionalProducer("crashrot", time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -537,11 +537,11 @@ func TestEndTxnV2RotationCrashRecovery(t *testing.T) {
 		t.Fatalf("decision %+v, want PrepareCommit at %d/%d with a next producer id", m, oldPID, math.MaxInt16)
 	}
 	nextPID := m.nextPID
-	e.Kill()
+	e.kill()
 
 	e = openEngine(t, dir, Options{})
 	defer e.Close()
-	c, err = e.Coordinator()
+	c, err = e.coordinator()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -566,7 +566,7 @@ func TestEndTxnV2RotationCrashRecovery(t *testing.T) {
 		t.Fatalf("retry after recovery: %d/%d %v, want %d/0", pid, epoch, err, nextPID)
 	}
 	// The next transaction with the new pair.
-	if err := c.AddPartitions("crashrot", nextPID, 0, []TopicPartitionRef{{"out", 0}}, true); err != nil {
+	if err := c.AddPartitions("crashrot", nextPID, 0, []TopicPartition{{"out", 0}}, true); err != nil {
 		t.Fatal(err)
 	}
 	p0, _ := e.Partition("out", 0)
@@ -598,7 +598,7 @@ func TestTimeoutAtExhaustedEpochRotates(t *testing.T) {
 	defer e.Close()
 	e.CreateTopic("out", 1)
 	p, _ := e.Partition("out", 0)
-	c, _ := e.Coordinator()
+	c, _ := e.coordinator()
 	tp, err := e.NewTransactionalProducer("slow", time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -656,7 +656,7 @@ func TestTimeoutAbortThenProducerAbort(t *testing.T) {
 	defer e.Close()
 	e.CreateTopic("out", 1)
 	p, _ := e.Partition("out", 0)
-	c, _ := e.Coordinator()
+	c, _ := e.coordinator()
 	tp, err := e.NewTransactionalProducer("slow", time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -707,7 +707,7 @@ func TestInitProducerIDAfterTV2End(t *testing.T) {
 	defer e.Close()
 	e.CreateTopic("out", 1)
 	p, _ := e.Partition("out", 0)
-	c, _ := e.Coordinator()
+	c, _ := e.coordinator()
 	tp, err := e.NewTransactionalProducer("z", time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -755,7 +755,7 @@ func TestOrphanSweepVersion2(t *testing.T) {
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	e.CreateTopic("out", 3)
-	c, _ := e.Coordinator()
+	c, _ := e.coordinator()
 	type orphan struct {
 		meta      *txnMeta
 		pid       int64 // the data's
@@ -782,15 +782,15 @@ func TestOrphanSweepVersion2(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.Kill()
+	e.kill()
 	e = openEngine(t, dir, Options{})
 	defer e.Close()
-	if _, err := e.Coordinator(); err != nil {
+	if _, err := e.coordinator(); err != nil {
 		t.Fatal(err)
 	}
 	for i, o := range orphans {
 		p, _ := e.Partition("out", i)
-		if p.LastStableOffset() != p.Log().HighWatermark() {
+		if p.LastStableOffset() != p.log.HighWatermark() {
 			t.Fatalf("%s: the orphan still pins the LSO", o.meta.id)
 		}
 		want := map[bool]string{true: "\x00", false: ""}[o.committed]
@@ -805,7 +805,7 @@ func TestOrphanSweepVersion2(t *testing.T) {
 func TestTxnMetaEncoding(t *testing.T) {
 	t.Parallel()
 	m := txnMeta{id: "enc", pid: 12, prevPID: 11, nextPID: -1, epoch: 3, lastEpoch: 2, timeout: 90 * time.Second,
-		state: TxnPrepareCommit, partitions: []TopicPartitionRef{{"a", 1}, {"bb", 2}}, start: 1000, lastUpdate: 2000, tv2: true}
+		state: TxnPrepareCommit, partitions: []TopicPartition{{"a", 1}, {"bb", 2}}, start: 1000, lastUpdate: 2000, tv2: true}
 	same := func(a, b *txnMeta) bool { return reflect.DeepEqual(a, b) }
 	v0 := m.encode(nil)
 	if binary.BigEndian.Uint16(v0) != 0 {

@@ -247,7 +247,7 @@ func crashModelRun(t *testing.T, seed uint64, ops int) {
 	segBytes := 512 + s.rng.IntN(1536)
 	cfg := map[string]string{"segment.bytes": fmt.Sprint(segBytes), "retention.bytes": fmt.Sprint(segBytes + s.rng.IntN(3*segBytes))}
 	t.Logf("topic config %v", cfg)
-	if err := s.e.CreateTopicWithConfig(crashModelTopic, crashModelParts, cfg); err != nil {
+	if err := s.e.CreateTopic(crashModelTopic, crashModelParts, cfg); err != nil {
 		t.Fatal(err)
 	}
 	for p := range s.m {
@@ -342,7 +342,7 @@ func (s *crashModelState) newIdem(handle bool) {
 		id.pr = pr
 		id.pid, id.epoch = pr.ID()
 	} else {
-		pid, epoch, err := s.e.InitProducerID()
+		pid, epoch, err := s.e.initProducerID()
 		if err != nil {
 			s.fatalf("init producer id: %v", err)
 		}
@@ -356,12 +356,12 @@ func (s *crashModelState) newIdem(handle bool) {
 	s.idems = append(s.idems, id)
 }
 
-func (s *crashModelState) hw(p int) int64 { return s.parts[p].Log().HighWatermark() }
+func (s *crashModelState) hw(p int) int64 { return s.parts[p].log.HighWatermark() }
 
 // expectUnchanged fails if any partition's log end moved from the model's.
 func (s *crashModelState) expectUnchanged(what string) {
 	for p := range s.parts {
-		if hw, leo := s.hw(p), s.parts[p].Log().LogEndOffset(); hw != s.m[p].leo || leo != s.m[p].leo {
+		if hw, leo := s.hw(p), s.parts[p].log.LogEndOffset(); hw != s.m[p].leo || leo != s.m[p].leo {
 			s.fatalf("%s: %s-%d high watermark %d, log end %d, model %d: something was written", what, crashModelTopic, p, hw, leo, s.m[p].leo)
 		}
 	}
@@ -709,7 +709,7 @@ func (s *crashModelState) txnCommitCrash() {
 	if n < 2 {
 		return
 	}
-	c, err := s.e.Coordinator()
+	c, err := s.e.coordinator()
 	if err != nil {
 		s.fatalf("coordinator: %v", err)
 	}
@@ -746,7 +746,7 @@ func (s *crashModelState) txnCrashDeciding() {
 	e := s.e
 	e.opts.private.decidingHook = func(id string) {
 		if id == tx.id {
-			e.Kill()
+			e.kill()
 		}
 	}
 	err := tx.cur.Commit()
@@ -756,7 +756,7 @@ func (s *crashModelState) txnCrashDeciding() {
 		s.fatalf("commit of %s killed while deciding: no error", tx.id)
 	}
 	s.afterOpen = func() {
-		c, err := s.e.Coordinator()
+		c, err := s.e.coordinator()
 		if err != nil {
 			s.fatalf("coordinator: %v", err)
 		}
@@ -830,7 +830,7 @@ func (s *crashModelState) zombie() {
 // txnTimeout: the clock passes every open transaction's timeout.
 func (s *crashModelState) txnTimeout() {
 	s.clock.Add(int64(2 * time.Minute / time.Millisecond))
-	c, err := s.e.Coordinator()
+	c, err := s.e.coordinator()
 	if err != nil {
 		s.fatalf("coordinator: %v", err)
 	}
@@ -858,14 +858,14 @@ func (s *crashModelState) txnTimeout() {
 }
 
 func (s *crashModelState) retention() {
-	n, err := s.e.ApplyRetention()
+	n, err := s.e.applyRetention()
 	s.note("retention: %d segments: %v", n, err)
 	s.stats["segments deleted"] += n
 	if err != nil {
 		s.fatalf("retention: %v", err)
 	}
 	for p := range s.parts {
-		ls := s.parts[p].Log().LogStartOffset()
+		ls := s.parts[p].log.LogStartOffset()
 		if ls < s.m[p].start || ls > s.hw(p) {
 			s.fatalf("retention moved %d's log start from %d to %d (high watermark %d)", p, s.m[p].start, ls, s.hw(p))
 		}
@@ -877,20 +877,20 @@ func (s *crashModelState) deleteRecords() {
 	p := s.rng.IntN(crashModelParts)
 	m := s.m[p]
 	off := m.start + s.rng.Int64N(m.leo-m.start+1)
-	err := s.parts[p].Log().DeleteRecordsBefore(off)
+	err := s.parts[p].log.DeleteRecordsBefore(off)
 	s.note("delete records of %d before %d: %v", p, off, err)
 	if err != nil {
 		s.fatalf("delete records of %d before %d: %v", p, off, err)
 	}
 	m.start = max(m.start, off)
-	if ls := s.parts[p].Log().LogStartOffset(); ls != m.start {
+	if ls := s.parts[p].log.LogStartOffset(); ls != m.start {
 		s.fatalf("delete records of %d before %d: log start %d, want %d", p, off, ls, m.start)
 	}
 }
 
 func (s *crashModelState) reopen(kill bool) {
 	if kill {
-		s.e.Kill()
+		s.e.kill()
 		// A crash's end unmaps and closes everything without writing;
 		// a killed engine keeps its mappings, which over many seeds
 		// exhaust vm.max_map_count.
@@ -954,7 +954,7 @@ func (s *crashModelState) expectedLSO(p int) int64 {
 func (s *crashModelState) cheapCheck() {
 	for p := range s.parts {
 		m := s.m[p]
-		l := s.parts[p].Log()
+		l := s.parts[p].log
 		if hw, leo := l.HighWatermark(), l.LogEndOffset(); hw != m.leo || leo != m.leo {
 			s.fatalf("%s-%d: high watermark %d, log end %d; model %d", crashModelTopic, p, hw, leo, m.leo)
 		}
@@ -1093,7 +1093,7 @@ func (s *crashModelState) fullCheck() {
 		tps[p] = TopicPartition{Topic: crashModelTopic, Partition: int32(p)}
 	}
 	for _, tx := range s.txns {
-		offs, err := s.e.FetchOffsets(tx.group, tps, false)
+		offs, err := s.e.fetchOffsets(tx.group, tps, false)
 		if err != nil {
 			s.fatalf("fetch offsets of %s: %v", tx.group, err)
 		}
@@ -1107,7 +1107,7 @@ func (s *crashModelState) fullCheck() {
 			}
 		}
 		pending := tx.open != nil && len(tx.open.offsets) > 0
-		_, err = s.e.FetchOffsets(tx.group, tps, true)
+		_, err = s.e.fetchOffsets(tx.group, tps, true)
 		if pending != errors.Is(err, ErrUnstableOffsetCommit) || (!pending && err != nil) {
 			s.fatalf("fetch stable offsets of %s (pending %t): %v", tx.group, pending, err)
 		}
@@ -1152,7 +1152,7 @@ func TestTimedOutProducerAbortUnfences(t *testing.T) {
 	}
 	_, epoch := tp.ID()
 	clock.Add(2 * time.Minute.Milliseconds())
-	c, _ := e.Coordinator()
+	c, _ := e.coordinator()
 	if n, err := c.AbortTimedOut(); n != 1 || err != nil {
 		t.Fatalf("AbortTimedOut: %d, %v", n, err)
 	}
@@ -1207,7 +1207,7 @@ func TestLostRollSnapshotForgetsProducer(t *testing.T) {
 	opts := crashModelOptions(clock)
 	pdir := dir + "/t-0"
 	e := openEngine(t, dir, opts)
-	if err := e.CreateTopicWithConfig("t", 1, map[string]string{"segment.bytes": "1024"}); err != nil {
+	if err := e.CreateTopic("t", 1, map[string]string{"segment.bytes": "1024"}); err != nil {
 		t.Fatal(err)
 	}
 	rpFile := pdir + "/recovery-point-offset-checkpoint"
@@ -1219,8 +1219,8 @@ func TestLostRollSnapshotForgetsProducer(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := mustPartition(t, e, "t", 0)
-	pidA, _, _ := e.InitProducerID()
-	pidB, _, _ := e.InitProducerID()
+	pidA, _, _ := e.initProducerID()
+	pidB, _, _ := e.initProducerID()
 	ts := clock.Load()
 	retry := idem(t, pidA, 0, 0, 1, ts) // producer A's only batch
 	if r, err := p.Append(retry); err != nil || r.BaseOffset != 0 {
@@ -1235,7 +1235,7 @@ func TestLostRollSnapshotForgetsProducer(t *testing.T) {
 	}
 	b := snapshotBases(t, pdir)[1]
 	kill := func(e *Engine) {
-		e.Kill()
+		e.kill()
 		for _, p := range *e.parts.Load() {
 			p.log.Abandon()
 		}
@@ -1262,7 +1262,7 @@ func TestLostRollSnapshotForgetsProducer(t *testing.T) {
 	}
 	// DeleteRecords up to the second segment: the first goes, with its
 	// snapshot. Producer A's entry must stay (§2.8).
-	if err := p.Log().DeleteRecordsBefore(b); err != nil {
+	if err := p.log.DeleteRecordsBefore(b); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := p.Append(retry); err != nil || !r.Duplicate || r.BaseOffset != 0 {
@@ -1274,11 +1274,11 @@ func TestLostRollSnapshotForgetsProducer(t *testing.T) {
 	e = openEngine(t, dir, opts)
 	defer e.Close()
 	p = mustPartition(t, e, "t", 0)
-	leo := p.Log().LogEndOffset()
+	leo := p.log.LogEndOffset()
 	r, err := p.Append(retry)
 	if err != nil || !r.Duplicate || r.BaseOffset != 0 {
 		t.Fatalf("producer %d's acknowledged batch at 0 retried after a crash (log start %d, snapshots on disk before the crash %v): %+v, %v; "+
 			"want a duplicate at 0 (§2.5, §2.8: DeleteRecords keeps producer entries); log end was %d, now %d",
-			pidA, b, snaps, r, err, leo, p.Log().LogEndOffset())
+			pidA, b, snaps, r, err, leo, p.log.LogEndOffset())
 	}
 }

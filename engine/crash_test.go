@@ -347,7 +347,7 @@ func (st *crashProducersState) checkLog(t *testing.T, dir string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := part.Log()
+		l := part.log
 		if hw, leo := l.HighWatermark(), l.LogEndOffset(); hw != leo {
 			t.Fatalf("partition %d: high watermark %d, log end %d after recovery", idx, hw, leo)
 		}

@@ -83,13 +83,13 @@ func TestCreateTopicCrashChild(t *testing.T) {
 		fmt.Println("error", err)
 		time.Sleep(time.Hour)
 	}
-	e.opts.private.createTopicStepHook = func(s string) {
+	e.opts.private.createTopicStepHook = func(_, s string) {
 		if s == step {
 			fmt.Println("at " + s)
 			time.Sleep(time.Hour)
 		}
 	}
-	if err := e.CreateTopicWithConfig("t", 3, map[string]string{"retention.ms": "60000"}); err != nil {
+	if err := e.CreateTopic("t", 3, map[string]string{"retention.ms": "60000"}); err != nil {
 		fmt.Println("error", err)
 	}
 	fmt.Println("returned")

@@ -105,8 +105,8 @@ func valuesAt(t *testing.T, p *Partition, from int64) map[int64][]byte {
 	t.Helper()
 	out := map[int64][]byte{}
 	var d batch.Decoder
-	for off := from; off < p.Log().HighWatermark(); {
-		c, err := p.Log().Read(off, 1<<20)
+	for off := from; off < p.log.HighWatermark(); {
+		c, err := p.log.Read(off, 1<<20)
 		if err != nil {
 			t.Fatalf("read at %d: %v", off, err)
 		}
@@ -160,7 +160,7 @@ func TestDamagedLastSegmentCutInsideBatch(t *testing.T) {
 	p := mustPartition(t, e, "t", 0)
 	offsets := produceValues(t, e, p, 40)
 	before := valuesAt(t, p, 0)
-	end := p.Log().HighWatermark()
+	end := p.log.HighWatermark()
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestDamagedLogStartCheckpointPastLogEnd(t *testing.T) {
 		}
 		e = openEngine(t, dir, opts)
 		p = mustPartition(t, e, "t", 0)
-		if start, hw := p.Log().LogStartOffset(), p.Log().HighWatermark(); start != 0 || hw != 5000 {
+		if start, hw := p.log.LogStartOffset(), p.log.HighWatermark(); start != 0 || hw != 5000 {
 			t.Fatalf("checkpoint %q: log %d..%d after the open, want 0..5000", content, start, hw)
 		}
 		if after := valuesAt(t, p, 0); len(after) != len(before) {
@@ -276,9 +276,9 @@ func TestDamagedOlderSegmentKeepsLaterSegments(t *testing.T) {
 			p := mustPartition(t, e, "t", 0)
 			produceValues(t, e, p, 1000)
 			before := valuesAt(t, p, 0)
-			end := p.Log().HighWatermark()
+			end := p.log.HighWatermark()
 			tp := TopicPartition{Topic: "t", Partition: 0}
-			if err := e.CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{tp: {Offset: end}}); err != nil {
+			if err := e.Frontend().CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{tp: {Offset: end}}); err != nil {
 				t.Fatal(err)
 			}
 			if err := e.Close(); err != nil {
@@ -307,7 +307,7 @@ func TestDamagedOlderSegmentKeepsLaterSegments(t *testing.T) {
 			e = openEngine(t, dir, opts)
 			defer e.Close()
 			p = mustPartition(t, e, "t", 0)
-			if hw := p.Log().HighWatermark(); hw != end {
+			if hw := p.log.HighWatermark(); hw != end {
 				t.Fatalf("high watermark %d after the open, want %d", hw, end)
 			}
 			after := valuesAt(t, p, 0)
@@ -320,7 +320,7 @@ func TestDamagedOlderSegmentKeepsLaterSegments(t *testing.T) {
 			if !lines.warned(filepath.Base(victim)) {
 				t.Errorf("no WARN names %s; log:\n%s", filepath.Base(victim), lines)
 			}
-			got, err := e.FetchOffsets("g", []TopicPartition{tp}, false)
+			got, err := e.fetchOffsets("g", []TopicPartition{tp}, false)
 			if err != nil || got[tp].Offset != end {
 				t.Fatalf("committed offset %v, %v; want %d", got, err, end)
 			}
@@ -346,14 +346,14 @@ func TestDamagedConsumerOffsetsRecord(t *testing.T) {
 	}
 	tp := TopicPartition{Topic: "t", Partition: 0}
 	for _, off := range []int64{10, 42} {
-		if err := e.CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{tp: {Offset: off}}); err != nil {
+		if err := e.Frontend().CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{tp: {Offset: off}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	pdir := filepath.Join(dir, ConsumerOffsetsTopic+"-"+strconv.Itoa(GroupPartition("g")))
+	pdir := filepath.Join(dir, ConsumerOffsetsTopic+"-"+strconv.Itoa(groupPartition("g")))
 	logs := segmentFiles(t, pdir, ".log")
 	data, err := os.ReadFile(logs[0])
 	if err != nil {
@@ -374,7 +374,7 @@ func TestDamagedConsumerOffsetsRecord(t *testing.T) {
 
 	e = openEngine(t, dir, opts)
 	defer e.Close()
-	got, err := e.FetchOffsets("g", []TopicPartition{tp}, false)
+	got, err := e.fetchOffsets("g", []TopicPartition{tp}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,7 +456,7 @@ func TestLostPIDWatermarkDerivedAboveItsBlock(t *testing.T) {
 	p := mustPartition(t, e, "t", 0)
 	var handedOut []int64
 	for range 10 {
-		pid, _, err := e.InitProducerID()
+		pid, _, err := e.initProducerID()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -474,7 +474,7 @@ func TestLostPIDWatermarkDerivedAboveItsBlock(t *testing.T) {
 
 	e = openEngine(t, dir, opts)
 	defer e.Close()
-	pid, _, err := e.InitProducerID()
+	pid, _, err := e.initProducerID()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,7 +524,7 @@ func TestRecoveryActionsLogged(t *testing.T) {
 	}
 	e = openEngine(t, dir, opts)
 	defer e.Close()
-	if hw := mustPartition(t, e, "t", 0).Log().HighWatermark(); hw != 20 {
+	if hw := mustPartition(t, e, "t", 0).log.HighWatermark(); hw != 20 {
 		t.Fatalf("high watermark %d, want 20", hw)
 	}
 	out := lines.String()
@@ -549,7 +549,7 @@ func TestDamagedTopicConfig(t *testing.T) {
 	setup := func(t *testing.T) (string, string) {
 		dir := t.TempDir()
 		e := openEngine(t, dir, Options{})
-		if err := e.CreateTopicWithConfig("t", 1, map[string]string{"retention.ms": "-1"}); err != nil {
+		if err := e.CreateTopic("t", 1, map[string]string{"retention.ms": "-1"}); err != nil {
 			t.Fatal(err)
 		}
 		if err := e.CreateTopic("plain", 1); err != nil {

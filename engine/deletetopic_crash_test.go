@@ -56,7 +56,7 @@ func TestDeleteTopicCrash(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if hw := p.Log().HighWatermark(); hw != 0 {
+					if hw := p.log.HighWatermark(); hw != 0 {
 						t.Fatalf("t-%d created again holds %d records of the deleted topic", i, hw)
 					}
 				}
@@ -77,7 +77,7 @@ func TestDeleteTopicCrash(t *testing.T) {
 func checkDeletedTopicOffsets(t *testing.T, e *Engine, when string) {
 	t.Helper()
 	for _, g := range []string{"g1", "g2"} {
-		got, err := e.FetchOffsets(g, nil, false)
+		got, err := e.fetchOffsets(g, nil, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +122,7 @@ func TestDeleteTopicCrashChild(t *testing.T) {
 		}
 	}
 	for _, g := range []string{"g1", "g2"} {
-		if err := e.CommitOffsets(g, deleteCrashOffsets); err != nil {
+		if err := e.Frontend().CommitOffsets(g, deleteCrashOffsets); err != nil {
 			fail(err)
 		}
 	}
@@ -154,14 +154,14 @@ func TestDeleteTopicPowerCut(t *testing.T) {
 		}
 	}
 	for _, g := range []string{"g1", "g2"} {
-		if err := e.CommitOffsets(g, deleteCrashOffsets); err != nil {
+		if err := e.Frontend().CommitOffsets(g, deleteCrashOffsets); err != nil {
 			t.Fatal(err)
 		}
-		p, err := e.Partition(ConsumerOffsetsTopic, GroupPartition(g))
+		p, err := e.Partition(ConsumerOffsetsTopic, groupPartition(g))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := p.Log().Flush(); err != nil { // the commits are durable
+		if err := p.log.Flush(); err != nil { // the commits are durable
 			t.Fatal(err)
 		}
 	}

@@ -31,11 +31,8 @@ type ConfigEntry struct {
 	Broker string
 }
 
-// TopicConfig returns every topic config of a topic, sorted by name: the
-// topic's override where it has one, else the engine's value (from its
-// Options where they set it, else Kafka's default). Internal topics show
-// their retention off, as they keep it.
-func (e *Engine) TopicConfig(topic string) ([]ConfigEntry, error) {
+// topicConfig: see Frontend.TopicConfig.
+func (e *Engine) topicConfig(topic string) ([]ConfigEntry, error) {
 	p, err := e.Partition(topic, 0)
 	if err != nil {
 		return nil, err
@@ -50,9 +47,8 @@ func (e *Engine) TopicConfig(topic string) ([]ConfigEntry, error) {
 	return entries, nil
 }
 
-// DefaultTopicConfig returns what TopicConfig shows for a topic that sets
-// nothing: the engine's own values, sorted by name.
-func (e *Engine) DefaultTopicConfig() []ConfigEntry { return e.defaultConfig(false) }
+// defaultTopicConfig: see Frontend.DefaultTopicConfig.
+func (e *Engine) defaultTopicConfig() []ConfigEntry { return e.defaultConfig(false) }
 
 func (e *Engine) defaultConfig(internal bool) []ConfigEntry {
 	o := e.opts.Partition
@@ -91,10 +87,24 @@ func (e *Engine) defaultConfig(internal bool) []ConfigEntry {
 	case partition.SyncInterval:
 		engine["flush.ms"] = strconv.FormatInt(o.Sync.Interval.Milliseconds(), 10)
 	}
+	// The engine's own flush policy adds to its sync policy: the stricter
+	// of the two is what a topic without overrides gets.
+	if m := o.Flush.Messages; m > 0 && engine["flush.messages"] != "1" {
+		engine["flush.messages"] = strconv.FormatInt(m, 10)
+	}
+	if d := o.Flush.Interval; d > 0 && o.Sync.Kind != partition.SyncAlways && (o.Sync.Kind != partition.SyncInterval || d < o.Sync.Interval) {
+		engine["flush.ms"] = strconv.FormatInt(d.Milliseconds(), 10)
+	}
 	if internal {
 		// The engine's own setting for its internal topics, whatever the
 		// options say.
 		engine["retention.ms"], engine["retention.bytes"] = "-1", "-1"
+		// Compacted, on segments of at most internalSegmentBytes
+		// (settingsFor).
+		engine["cleanup.policy"] = "compact"
+		if o.Segment.MaxBytes <= 0 || o.Segment.MaxBytes > internalSegmentBytes {
+			engine["segment.bytes"] = strconv.Itoa(internalSegmentBytes)
+		}
 	}
 	entries := make([]ConfigEntry, 0, len(topicConfigDefs))
 	for _, d := range topicConfigDefs {

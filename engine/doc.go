@@ -1,27 +1,72 @@
 // Package engine is idemlog as a library: a data directory of topics, each
-// a set of partitions, with Kafka's idempotent-producer guarantees enforced
-// on every append.
+// a set of partitions, with Kafka's exactly-once rules enforced on every
+// append. This one import embeds it:
 //
-// # Basics
+//	e, err := engine.Open(dir, engine.Options{Sync: engine.SyncAlways})
+//	err = e.CreateTopic("orders", 3) // existing partitions are kept
+//	p, err := e.Partition("orders", 0)
 //
-//	e, _ := engine.Open(dir, engine.Options{})
-//	e.CreateTopic("orders", 3)
-//	p, _ := e.Partition("orders", 0)
-//	pr, _ := e.NewProducer()            // a producer id, unique across restarts
-//	bld := batch.NewBuilder(batch.CodecZstd)
-//	bld.Append(ts, key, value, nil)
-//	res, err := pr.Send(p, bld)         // numbered, retried safely, never duplicated
+// Writing. A Producer (NewProducer) numbers its batches, so that a retry is
+// never written twice; a TransactionalProducer (NewTransactionalProducer)
+// writes to several partitions atomically and commits a consumer group's
+// input offsets with its output (SendOffsets). Both take a batch.Builder
+// and clear it once its batch is written. Partition.Append takes a raw
+// Kafka record batch, as a Kafka producer sends it, under a broker's rules:
+// an exact retry of one of the producer's last five batches gets the
+// original offsets and is not written again, a gap gets
+// OUT_OF_ORDER_SEQUENCE_NUMBER, a stale epoch INVALID_PRODUCER_EPOCH.
 //
-// Partition.Append takes raw Kafka record batches, as a Kafka producer sends
-// them, and applies the broker's rules (package producer): an in-order batch
-// is appended; an exact retry of one of the producer's last five batches gets
-// the original offsets and is not written again; a gap or an overlap gets
-// OUT_OF_ORDER_SEQUENCE_NUMBER; a stale epoch gets INVALID_PRODUCER_EPOCH.
-// Every error wraps a sentinel carrying its Kafka code (errcode.Code).
+// Reading. A Consumer (NewConsumer) polls records in offset order at an
+// isolation level and commits its positions for its group. Partition.Read
+// and ReadCommitted return raw batches; HighWatermark, LastStableOffset
+// and LogStartOffset say where a partition stands, Advanced when it moves.
 //
-// # Concurrency
+// Errors wrap sentinels (ErrUnknownTopicOrPartition, ...) that carry their
+// Kafka code (errcode.Code): errors.Is and a Kafka front end both read them.
 //
-// Each partition has a producer table (package pidtable) and a log
+// Frontend (Engine.Frontend) holds what only a Kafka front end needs: the
+// transaction coordinator, verified appends, the consumer-offsets store by
+// group, topic ids and configs, a read-only view of a log.
+//
+// # Caveats
+//
+//   - Exactly-once holds inside the log. A consumer's side effects outside
+//     it (a database write, a call) need their own idempotency, such as a
+//     table of processed offsets updated in the same database transaction:
+//     package sink does that, positioning its reads with Consumer.Seek.
+//   - Transactions are atomic across process crashes under every sync
+//     policy, across machine crashes under SyncAlways only (there a
+//     transaction's batches, decision and markers are each synced before
+//     the next step); elsewhere a machine crash may lose any log's unsynced
+//     tail, part of a transaction included.
+//   - After a restart a producer's dedup cache holds its newest batch plus
+//     what replay adds, as on a Kafka broker: a retry of an older batch gets
+//     OUT_OF_ORDER_SEQUENCE_NUMBER. Producer keeps at most MaxInFlight
+//     batches in flight per partition, so it only retries recognised ones.
+//   - Producer state expires after Options.ProducerIDExpiration without a
+//     batch (by the batches' timestamps); a producer back after that is
+//     unknown and any sequence is accepted. MaxProducersPerPartition bounds
+//     the state: past it, new producers' appends fail until old ones expire.
+//   - The engine runs its own maintenance every Options.MaintainInterval:
+//     transactions past their timeout are aborted and their producers
+//     fenced, ids expire, retention applies. With a clock of the caller's
+//     (Options.Now) the caller drives it through Frontend.
+//   - A TransactionalProducer whose Send or SendOffsets failed must Abort
+//     before it can Commit (Kafka's abortable state); once fenced, every
+//     call fails with ErrProducerFenced. A transactional batch appended
+//     with Partition.Append is trusted to belong to an ongoing transaction.
+//   - Open recovers a transaction coordinator that was in use (markers a
+//     crash cut short, orphan transactions), so it can fail with its error.
+//   - The internal topics (IsInternalTopic) are the engine's: they cannot be
+//     created, appended to or deleted through this API. They have no
+//     retention: they are compacted, as in Kafka (cleaner.go), so they
+//     stay bounded by their live keys.
+//   - DeleteTopic is durable per partition: a crash in the middle of one
+//     leaves the topic with its first partitions; DeleteTopic again deletes
+//     them.
+package engine
+
+// Concurrency: each partition has a producer table (package pidtable) and a log
 // (package partition). An append locks its producer's table entry with a
 // CAS on that entry's own lock word, checks, takes the log's writer mutex
 // for the copy, updates the entry inside that mutex, and unlocks the entry.
@@ -33,63 +78,3 @@
 // (snapshots): each read is ordered after the last write by one of the two
 // locks, which is the whole memory-ordering argument; the table's own
 // lock-free protocol (finding and claiming entries) is argued in pidtable.
-//
-// # What exactly-once covers
-//
-// Exactly-once holds inside the log: a record appended through a producer
-// is stored once, whatever the retries, crashes and restarts, and (with
-// transactions) consumer offsets commit atomically with the output. It
-// does not reach outside: if a consumer of the log writes to a database or
-// calls a service, that side effect needs its own idempotency, for example
-// a write keyed by the record's (topic, partition, offset), or a table of
-// processed offsets updated in the same database transaction. Package sink
-// implements the latter (Consumer.Seek positions its reads).
-//
-// # Caveats
-//
-//   - Transactions are atomic across process crashes under every sync
-//     policy, and across machine crashes under SyncAlways only: there a
-//     transaction's batches, then its decision, then its markers are each
-//     synced before the next step. Under the other policies a machine
-//     crash may lose the unsynced tail of any log, a transaction's data,
-//     decision and markers included, so part of a transaction may be
-//     lost; the decision is then not synced either (it would not close
-//     that gap, and would cost an fdatasync per transaction).
-//   - After a restart a producer's dedup cache holds its newest batch (from
-//     the snapshot) plus whatever replay adds, as on a Kafka broker: a retry
-//     of an older batch gets OUT_OF_ORDER_SEQUENCE_NUMBER. A producer keeping
-//     at most 5 batches in flight per partition (Producer does) only ever
-//     retries batches that are still recognised.
-//   - The engine runs its own maintenance (Options.MaintainInterval, 1 s):
-//     transactions past their timeout are aborted and their producers
-//     fenced, producer and transactional ids expire, retention is applied
-//     every RetentionInterval. With a clock of the caller's (Options.Now)
-//     it is off unless asked for: who drives the clock calls
-//     Coordinator.AbortTimedOut, ExpireProducers and ApplyRetention.
-//   - A TransactionalProducer whose Send or SendOffsets failed must Abort
-//     before it can Commit (Kafka's abortable state); once fenced, every
-//     call fails with ErrProducerFenced.
-//   - Producer state expires after ProducerIDExpiration of inactivity,
-//     measured by the producer's own batch timestamps; a producer that
-//     returns later is unknown and any sequence is accepted again.
-//   - MaxProducersPerPartition bounds memory: past it, appends from new
-//     producers fail (pidtable.ErrTooManyProducers) until old ones expire.
-//     A partition that reopens with more producers in its log than the
-//     limit now allows keeps them all; the limit applies to new ones.
-//   - Transactional writes the embedding program makes itself
-//     (Partition.Append of a transactional batch, Engine.TxnCommitOffsets)
-//     are trusted: the program must not write for a transaction it has
-//     ended. A front end serving clients verifies them instead
-//     (BeginVerification, AppendNoWaitVerified, Coordinator.TxnCommitOffsets;
-//     verify.go), as the Kafka listener does; TransactionalProducer does it
-//     for offsets.
-//   - A data dir where transactions were used recovers its coordinator in
-//     Open (markers a crash cut short, orphan transactions), so Open can
-//     fail with the coordinator's recovery error.
-//   - The internal topics (__consumer_offsets, __transaction_state) have no
-//     retention: Kafka compacts them, idemlog does not compact, so they
-//     keep every segment. They cannot be deleted.
-//   - DeleteTopic is durable per partition: a crash in the middle of one
-//     leaves the topic with its first partitions, which a second
-//     DeleteTopic deletes.
-package engine

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/idemlog/idemlog/errcode"
+	"github.com/idemlog/idemlog/internal/enginekill"
 	"github.com/idemlog/idemlog/internal/fsutil"
 	"github.com/idemlog/idemlog/partition"
 	"github.com/idemlog/idemlog/pidtable"
@@ -24,7 +23,16 @@ import (
 
 // Options configure an engine. Zero fields take defaults.
 type Options struct {
-	// Partition configures every partition's log.
+	// Sync is when appends are made durable: SyncNever (the default: the
+	// operating system writes back, as Kafka's default does), SyncAlways
+	// (every append is synced before it is acknowledged), SyncEvery(d).
+	Sync SyncPolicy
+	// SegmentBytes is segment.bytes, the size at which a partition's log
+	// rolls to a new segment (0: Kafka's 1 GiB).
+	SegmentBytes int64
+	// Partition holds the rest of the log layer's settings (package
+	// partition); Sync and SegmentBytes, where set, take precedence over
+	// its fields.
 	Partition partition.Options
 	// MaxProducersPerPartition bounds producer state per partition
 	// (default 100000, about 20 MB); past it, a new producer's append
@@ -42,8 +50,9 @@ type Options struct {
 	// failed), expires producer and transactional ids, and, every
 	// RetentionInterval, applies retention. 0 means 1 s with the real
 	// clock; with a Now of the caller's, 0 means never (who drives the
-	// clock drives these too: Coordinator.AbortTimedOut, ExpireProducers,
-	// Coordinator.ExpireTransactionalIDs, ApplyRetention). Negative: never.
+	// clock drives these too, through Frontend: Coordinator.AbortTimedOut,
+	// ExpireProducers, Coordinator.ExpireTransactionalIDs, ApplyRetention).
+	// Negative: never.
 	MaintainInterval time.Duration
 	// RetentionInterval is Kafka's log.retention.check.interval.ms for the
 	// engine's own maintenance (5 minutes).
@@ -61,6 +70,10 @@ type Options struct {
 	// included: a creation that would pass it is refused whole with
 	// ErrResourceLimit (0: DefaultMaxPartitions; negative: no cap).
 	MaxPartitions int
+	// Cleaner configures the log cleaner, which compacts the topics whose
+	// cleanup.policy lists compact and the internal topics. It runs in
+	// the background when maintenance does (MaintainInterval).
+	Cleaner CleanerOptions
 	// DiskReserve is the free space a creation of partitions must leave on
 	// the data dir's filesystem (0: DefaultDiskReserve, or 1% of the
 	// filesystem where that is less; negative: none).
@@ -70,7 +83,29 @@ type Options struct {
 	private testKnobs
 }
 
+// SyncPolicy is a partition's fsync policy (partition.SyncPolicy).
+type SyncPolicy = partition.SyncPolicy
+
+// The sync policies an Options.Sync takes most often.
+var (
+	SyncNever  = SyncPolicy{Kind: partition.SyncNever}
+	SyncAlways = SyncPolicy{Kind: partition.SyncAlways}
+)
+
+// SyncEvery is the policy that syncs each partition's log in the
+// background every d (Kafka's flush.ms): a machine crash loses at most the
+// last d of acknowledged appends.
+func SyncEvery(d time.Duration) SyncPolicy {
+	return SyncPolicy{Kind: partition.SyncInterval, Interval: d}
+}
+
 func (o Options) withDefaults() Options {
+	if o.Sync != (SyncPolicy{}) {
+		o.Partition.Sync = o.Sync
+	}
+	if o.SegmentBytes != 0 {
+		o.Partition.Segment.MaxBytes = o.SegmentBytes
+	}
 	if o.MaxProducersPerPartition <= 0 {
 		o.MaxProducersPerPartition = 100_000
 	}
@@ -141,9 +176,25 @@ type Engine struct {
 	offsetsMu   sync.Mutex
 	offsetStore *offsetStore
 
+	// creating holds the creations of partitions in progress, by their
+	// topic's collision key, and reserved the partitions they add (under
+	// mu): a creation writes its files without mu (see createTopic).
+	// creations counts them, for Close and Kill to wait for.
+	creating  map[string]*creation
+	reserved  int
+	creations sync.WaitGroup
+
 	// stopMaintain ends the maintenance goroutine (maintain), if any;
 	// maintainDone is closed when it has returned.
-	stopMaintain     chan struct{}
+	stopMaintain chan struct{}
+	// stopCleaner ends the cleaner goroutine (runCleaner), if any;
+	// cleanerDone is closed when it has returned. cleanThrottle is the
+	// cleaner's I/O bound (nil: none).
+	stopCleaner      chan struct{}
+	cleanerDone      chan struct{}
+	stopCleanerOnce  sync.Once
+	cleanerStopping  atomic.Bool
+	cleanThrottle    *partition.Throttle
 	maintainDone     chan struct{}
 	stopMaintainOnce sync.Once
 
@@ -154,11 +205,6 @@ type Engine struct {
 
 // lockFileName is the data dir's lock file, as Kafka's log dirs have one.
 const lockFileName = ".lock"
-
-// ErrDirLocked: another engine, in this process or another, has the data
-// dir open. Two engines on one dir would hand out the same producer ids and
-// write the same segments. (Without this: nothing stopped them.)
-var ErrDirLocked = errors.New("data dir in use by another engine")
 
 // lockDir takes the data dir's lock without waiting.
 func lockDir(dir string) (*os.File, error) {
@@ -175,9 +221,6 @@ func lockDir(dir string) (*os.File, error) {
 	}
 	return f, nil
 }
-
-// ErrClosed: the engine was closed.
-var ErrClosed = errors.New("engine closed")
 
 // Open opens (or creates) the engine in dir, opening every partition found
 // there, recovering any that was not closed cleanly.
@@ -200,6 +243,9 @@ func Open(dir string, opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{dir: dir, opts: opts, pids: pids, lock: lock}
+	if opts.Cleaner.IOMaxBytesPerSecond > 0 {
+		e.cleanThrottle = partition.NewThrottle(opts.Cleaner.IOMaxBytesPerSecond)
+	}
 	parts := map[string]*Partition{}
 	fail := func(err error) (*Engine, error) {
 		for _, p := range parts {
@@ -274,7 +320,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 		// never asks for the coordinator. Until then they would pin their
 		// partitions' last stable offsets, hiding everything after them
 		// from read_committed consumers.
-		if _, err := e.Coordinator(); err != nil {
+		if _, err := e.coordinator(); err != nil {
 			e.Close()
 			return nil, fmt.Errorf("cannot recover the transaction coordinator: %w", err)
 		}
@@ -289,6 +335,10 @@ func Open(dir string, opts Options) (*Engine, error) {
 	if e.opts.MaintainInterval > 0 {
 		e.stopMaintain, e.maintainDone = make(chan struct{}), make(chan struct{})
 		go e.maintain()
+		if !e.opts.Cleaner.Disable {
+			e.stopCleaner, e.cleanerDone = make(chan struct{}), make(chan struct{})
+			go e.runCleaner()
+		}
 	}
 	return e, nil
 }
@@ -315,10 +365,10 @@ func (e *Engine) maintain() {
 			_, _ = c.AbortTimedOut()
 			_, _ = c.ExpireTransactionalIDs()
 		}
-		e.ExpireProducers()
+		e.expireProducers()
 		if time.Since(lastRetention) >= e.opts.RetentionInterval {
 			lastRetention = time.Now()
-			_, _ = e.ApplyRetention()
+			_, _ = e.applyRetention()
 		}
 	}
 }
@@ -352,50 +402,35 @@ func parsePartitionName(name string) (string, int, bool) {
 func partitionKey(topic string, index int) string { return topic + "-" + strconv.Itoa(index) }
 
 // CreateTopic creates partitions 0..partitions-1 of topic; existing ones
-// are kept. A new topic gets a new random topic id; added partitions get
-// the topic's id (see TopicID).
-func (e *Engine) CreateTopic(topic string, partitions int) error {
-	return e.CreateTopicWithConfig(topic, partitions, nil)
-}
-
-// CreateTopicWithConfig is CreateTopic with Kafka topic configs that
-// override the engine's partition options for this topic (see
-// ValidateTopicConfig for the names); they are stored with each new
-// partition, so they survive restarts. Existing partitions keep theirs.
-func (e *Engine) CreateTopicWithConfig(topic string, partitions int, cfg map[string]string) error {
-	return e.createTopic(topic, partitions, cfg, createAny)
-}
-
-// ErrTopicAlreadyExists: CreateNewTopic of a topic that exists.
-var ErrTopicAlreadyExists = errcode.New(36, "topic already exists") // TOPIC_ALREADY_EXISTS
-
-// CreateNewTopic is CreateTopicWithConfig for a topic that must not exist
-// yet, as Kafka's CreateTopics creates: ErrTopicAlreadyExists if it does,
-// ErrInvalidTopic if its name collides with an existing topic's once '.'
-// and '_' are taken alike (Kafka's rule: their metric names would clash).
-// The check and the creation are one step, so of concurrent creations of a
-// topic exactly one succeeds. (Without this: every one succeeded, adding
-// partitions to the first.)
-func (e *Engine) CreateNewTopic(topic string, partitions int, cfg map[string]string) error {
-	return e.createTopic(topic, partitions, cfg, createNew)
-}
-
-// ErrInvalidPartitions: AddPartitions to no more partitions than the
-// topic has (Kafka's INVALID_PARTITIONS, 37).
-var ErrInvalidPartitions = errcode.New(37, "invalid partition count")
-
-// AddPartitions raises topic's partition count to count, as Kafka's
-// CreatePartitions: the new partitions take the topic's configs (those
-// its partition 0 was created with) and its id. ErrUnknownTopicOrPartition
-// for an unknown topic, ErrInvalidPartitions unless count is above the
-// current count, ErrInvalidTopic for an internal topic (the engine maps
-// groups and transactional ids onto their fixed partition counts).
+// are kept, so a program may call it at every start. A new topic gets a new
+// random topic id; added partitions get the topic's id.
 //
-// The checks and the creation are one step under the engine's lock: a
-// DeleteTopic in between made it create the deleted topic anew, and two
-// concurrent calls for the same count both succeeded.
-func (e *Engine) AddPartitions(topic string, count int) error {
-	return e.createTopic(topic, count, nil, addOnly)
+// config, if given, holds Kafka topic configs (retention.ms,
+// cleanup.policy, ...) that override the engine's options for this topic;
+// they are validated as Kafka's broker validates them (an unknown name or a
+// bad value is ErrInvalidConfig), stored with each new partition, and kept
+// across restarts. Existing partitions keep theirs. Several maps are merged,
+// the later winning.
+//
+// ErrInvalidTopic for a name outside Kafka's rules, ErrInvalidPartitions
+// for a count below 1, ErrInternalTopic for the engine's internal topics
+// (IsInternalTopic), which it creates itself.
+func (e *Engine) CreateTopic(topic string, partitions int, config ...map[string]string) error {
+	if IsInternalTopic(topic) {
+		return fmt.Errorf("cannot create topic %q: %w", topic, ErrInternalTopic)
+	}
+	var cfg map[string]string
+	switch len(config) {
+	case 0:
+	case 1:
+		cfg = config[0]
+	default:
+		cfg = map[string]string{}
+		for _, c := range config {
+			maps.Copy(cfg, c)
+		}
+	}
+	return e.createTopic(topic, partitions, cfg, createAny)
 }
 
 // createMode says what createTopic may do.
@@ -403,144 +438,284 @@ type createMode int
 
 const (
 	createAny createMode = iota // create the topic or add missing partitions (CreateTopic)
-	createNew                   // the topic must not exist (CreateNewTopic)
-	addOnly                     // the topic must exist and grow (AddPartitions)
+	createNew                   // the topic must not exist (Frontend.CreateTopic)
+	addOnly                     // the topic must exist and grow (Frontend.AddPartitions)
 )
 
 // collisionKey is the name Kafka compares for collisions.
 func collisionKey(topic string) string { return strings.ReplaceAll(topic, ".", "_") }
 
+// createTopic holds the engine's topic lock (mu) only to check and
+// reserve the creation (planCreation) and to publish its partitions
+// (publishCreation), not while it writes and syncs their files: the
+// seconds a topic of thousands of partitions takes would otherwise stall
+// every other creation, deletion, config change and auto-creation, and
+// with them the listener's requests that make one. Creations of one
+// topic (or of colliding names) still run one at a time, and a deletion
+// or config change of it waits for the creation in progress.
 func (e *Engine) createTopic(topic string, partitions int, cfg map[string]string, mode createMode) error {
 	if err := ValidateTopic(topic); err != nil {
 		return err
 	}
-	if err := ValidateTopicConfig(cfg); err != nil {
+	if err := validateTopicConfig(cfg); err != nil {
 		return err
 	}
 	if mode != addOnly && (partitions <= 0 || partitions > 1<<20) {
-		return fmt.Errorf("cannot create topic %q with %d partitions: %w", topic, partitions, ErrInvalidTopic)
+		return fmt.Errorf("cannot create topic %q with %d partitions: %w", topic, partitions, ErrInvalidPartitions)
 	}
 	if mode == addOnly {
 		e.configMu.Lock() // the topic's configs stay as read below
 		defer e.configMu.Unlock()
 	}
+	plan, err := e.planCreation(topic, partitions, cfg, mode)
+	if plan == nil || err != nil {
+		return err
+	}
+	opened, err := e.makePartitions(plan)
+	return e.publishCreation(plan, opened, err)
+}
+
+// creation is a creation of partitions in progress: its checks passed
+// and its capacity is reserved under mu (planCreation); its files are
+// being written and its partitions opened without mu (makePartitions).
+type creation struct {
+	topic   string
+	id      [16]byte
+	known   bool // the topic existed: its id is in ids already
+	cfg     map[string]string
+	missing []int // the indexes the engine does not hold
+	// done is closed when the creation is published or dropped: an
+	// operation on the topic (another creation, a deletion, a config
+	// change) waits for it under the same collision key.
+	done chan struct{}
+}
+
+// waitCreationsLocked waits, under mu (released while it waits), until no
+// creation of topic, or of a topic whose name collides with it, is in
+// progress: a second creation then sees the first's partitions, a
+// deletion deletes them, a config change writes theirs.
+func (e *Engine) waitCreationsLocked(topic string) {
+	key := collisionKey(topic)
+	for {
+		c := e.creating[key]
+		if c == nil {
+			return
+		}
+		e.mu.Unlock()
+		<-c.done
+		e.mu.Lock()
+	}
+}
+
+// planCreation checks a creation and reserves it under mu: the topic's
+// collision key (so that creations of one topic run one at a time), its
+// id and its partitions' share of the capacity. It returns nil and no
+// error when there is nothing to create.
+func (e *Engine) planCreation(topic string, partitions int, cfg map[string]string, mode createMode) (*creation, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.waitCreationsLocked(topic)
 	if e.closed.Load() {
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	ids := e.ids.Load()
+	parts := *e.parts.Load()
 	id, known := ids.byName[topic]
 	if mode == addOnly {
-		p0 := (*e.parts.Load())[partitionKey(topic, 0)]
+		p0 := parts[partitionKey(topic, 0)]
 		switch {
 		case !known || p0 == nil:
-			return fmt.Errorf("cannot add partitions to %q: %w", topic, ErrUnknownTopicOrPartition)
+			return nil, fmt.Errorf("cannot add partitions to %q: %w", topic, ErrUnknownTopicOrPartition)
 		case IsInternalTopic(topic):
-			return fmt.Errorf("cannot add partitions to internal topic %q: %w", topic, ErrInvalidTopic)
+			return nil, fmt.Errorf("cannot add partitions to internal topic %q: %w", topic, ErrInvalidTopic)
 		}
 		cur := 0
-		for (*e.parts.Load())[partitionKey(topic, cur)] != nil {
+		for parts[partitionKey(topic, cur)] != nil {
 			cur++
 		}
 		if partitions <= cur || partitions > 1<<20 {
-			return fmt.Errorf("cannot raise topic %q from %d to %d partitions: %w", topic, cur, partitions, ErrInvalidPartitions)
+			return nil, fmt.Errorf("cannot raise topic %q from %d to %d partitions: %w", topic, cur, partitions, ErrInvalidPartitions)
 		}
 		cfg = p0.settings.Load().config
 	}
 	if mode == createNew {
 		if known {
-			return fmt.Errorf("cannot create topic %q: %w", topic, ErrTopicAlreadyExists)
+			return nil, fmt.Errorf("cannot create topic %q: %w", topic, ErrTopicAlreadyExists)
 		}
 		key := collisionKey(topic)
 		for other := range ids.byName {
 			if collisionKey(other) == key {
-				return fmt.Errorf("cannot create topic %q: it collides with %q ('.' and '_' are alike): %w", topic, other, ErrInvalidTopic)
+				return nil, fmt.Errorf("cannot create topic %q: it collides with %q ('.' and '_' are alike): %w", topic, other, ErrInvalidTopic)
 			}
 		}
 	}
 	if !known {
+		// Not the id of a topic being created either.
+		taken := ids.byID
+		if len(e.creating) > 0 {
+			taken = maps.Clone(ids.byID)
+			for _, c := range e.creating {
+				taken[c.id] = c.topic
+			}
+		}
 		var err error
-		if id, err = newTopicID(ids.byID); err != nil {
-			return err
+		if id, err = newTopicID(taken); err != nil {
+			return nil, err
 		}
 	}
-	parts := maps.Clone(*e.parts.Load())
 	var missing []int
 	for i := range partitions {
 		if parts[partitionKey(topic, i)] == nil {
 			missing = append(missing, i)
 		}
 	}
+	if len(missing) == 0 {
+		return nil, nil
+	}
 	// Before anything is created, or even looked for on disk: a request
 	// the machine cannot hold is refused whole, leaving the engine as it
-	// was.
-	if err := e.checkCapacity(topic, len(parts), len(missing)); err != nil {
-		return err
+	// was. The partitions of creations in progress count as created.
+	if err := e.checkCapacity(topic, len(parts), e.reserved, len(missing)); err != nil {
+		return nil, err
 	}
-	var newDirs []string
+	c := &creation{topic: topic, id: id, known: known, cfg: cfg, missing: missing, done: make(chan struct{})}
+	if e.creating == nil {
+		e.creating = map[string]*creation{}
+	}
+	e.creating[collisionKey(topic)] = c
+	e.reserved += len(missing)
+	e.creations.Add(1)
+	return c, nil
+}
+
+// makePartitions writes the directories of c's new partitions and opens
+// every partition it adds, without mu. On error it returns those it
+// opened before the failure, which are kept.
+func (e *Engine) makePartitions(c *creation) ([]*Partition, error) {
+	exists, err := e.existingDirs(c.topic, c.missing)
+	if err != nil {
+		return nil, err
+	}
 	var newIndexes []int
-	for _, i := range missing {
-		key := partitionKey(topic, i)
-		if _, serr := os.Stat(filepath.Join(e.dir, key)); os.IsNotExist(serr) {
-			newDirs = append(newDirs, key)
+	for _, i := range c.missing {
+		if !exists[i] {
 			newIndexes = append(newIndexes, i)
 		}
 	}
-	var err error
-	if len(newDirs) > 0 {
+	made := map[int]bool{}
+	if len(newIndexes) > 0 {
 		var created []string
-		created, err = createPartitionDirs(e.dir, topic, newIndexes, cfg, id, &e.opts.private)
-		if err != nil {
-			// Only the directories created are opened below; CreateTopic
-			// again makes the rest.
-			made := map[string]bool{}
-			for _, key := range created {
-				made[key] = true
-			}
-			kept := missing[:0]
-			for _, i := range missing {
-				key := partitionKey(topic, i)
-				if made[key] || !slices.Contains(newDirs, key) {
-					kept = append(kept, i)
-				}
-			}
-			missing = kept
+		created, err = createPartitionDirs(e.dir, c.topic, newIndexes, c.cfg, c.id, &e.opts.private)
+		// On error only the directories created are opened below;
+		// CreateTopic again makes the rest.
+		for _, key := range created {
+			_, i, _ := parsePartitionName(key)
+			made[i] = true
 		}
 	}
-	added := false
-	for _, i := range missing {
-		key := partitionKey(topic, i)
+	var opened []*Partition
+	for _, i := range c.missing {
+		key := partitionKey(c.topic, i)
 		dir := filepath.Join(e.dir, key)
-		p, hasID, oerr := openPartition(dir, topic, i, &e.opts, &e.closed)
+		if made[i] {
+			p, oerr := newPartition(dir, c.topic, i, c.cfg, c.id, &e.opts, &e.closed)
+			if oerr != nil {
+				err = errors.Join(err, oerr)
+				break
+			}
+			opened = append(opened, p)
+			continue
+		}
+		if !exists[i] {
+			continue // its creation failed
+		}
+		// A directory the engine does not hold (left by an earlier
+		// creation that failed half way, or made behind its back).
+		p, hasID, oerr := openPartition(dir, c.topic, i, &e.opts, &e.closed)
 		if oerr != nil {
 			err = errors.Join(err, oerr)
 			break
 		}
-		if hasID && p.topicID != id {
+		if hasID && p.topicID != c.id {
 			// Only a directory made behind the engine's back can hold
 			// another id: refuse rather than mix two topics.
-			err = errors.Join(err, fmt.Errorf("cannot create %s: it holds topic id %s, the topic's is %s", key, TopicIDString(p.topicID), TopicIDString(id)))
+			err = errors.Join(err, fmt.Errorf("cannot create %s: it holds topic id %s, the topic's is %s", key, topicIDString(p.topicID), topicIDString(c.id)))
 			p.close()
 			break
 		}
 		if !hasID {
-			if werr := writePartitionMetadata(dir, id); werr != nil {
+			if werr := writePartitionMetadata(dir, c.id); werr != nil {
 				err = errors.Join(err, werr)
 				p.close()
 				break
 			}
 		}
-		p.topicID = id
-		parts[key] = p
-		added = true
+		p.topicID = c.id
+		opened = append(opened, p)
 	}
-	// Partitions created before a failure are kept (Close closes them);
-	// CreateTopic again adds the rest.
-	if added {
+	return opened, err
+}
+
+// existingDirs reports which of topic's partitions indexes have a
+// directory in the data dir: with a stat each for a few, with one listing
+// of the data dir for many.
+func (e *Engine) existingDirs(topic string, indexes []int) (map[int]bool, error) {
+	exists := map[int]bool{}
+	if len(indexes) < 64 {
+		for _, i := range indexes {
+			if _, err := os.Stat(filepath.Join(e.dir, partitionKey(topic, i))); !os.IsNotExist(err) {
+				exists[i] = true
+			}
+		}
+		return exists, nil
+	}
+	d, err := os.Open(e.dir)
+	if err != nil {
+		return nil, fmt.Errorf("cannot list data dir: %w", err)
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return nil, fmt.Errorf("cannot list data dir: %w", err)
+	}
+	want := make(map[int]bool, len(indexes))
+	for _, i := range indexes {
+		want[i] = true
+	}
+	for _, name := range names {
+		if t, i, ok := parsePartitionName(name); ok && t == topic && want[i] {
+			exists[i] = true
+		}
+	}
+	return exists, nil
+}
+
+// publishCreation makes c's opened partitions visible under mu and ends
+// the creation. Partitions created before a failure are kept (Close
+// closes them); CreateTopic again adds the rest. An engine closed
+// meanwhile gets none: they are closed, their directories stay for the
+// next Open.
+func (e *Engine) publishCreation(c *creation, opened []*Partition, err error) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.creating, collisionKey(c.topic))
+	e.reserved -= len(c.missing)
+	close(c.done)
+	defer e.creations.Done()
+	if e.closed.Load() {
+		for _, p := range opened {
+			_ = p.close()
+		}
+		return errors.Join(err, ErrClosed)
+	}
+	if len(opened) > 0 {
+		parts := maps.Clone(*e.parts.Load())
+		for _, p := range opened {
+			parts[partitionKey(c.topic, p.index)] = p
+		}
 		e.parts.Store(&parts)
-		if !known {
-			e.ids.Store(ids.with(topic, id))
+		if !c.known {
+			e.ids.Store(e.ids.Load().with(c.topic, c.id))
 		}
 	}
 	return err
@@ -553,13 +728,13 @@ func (e *Engine) Partition(topic string, index int) (*Partition, error) {
 	var buf [64]byte
 	if index < 0 {
 		// "t" and -1 would make the key "t--1": partition 1 of topic "t-".
-		return nil, fmt.Errorf("cannot find %s partition %d: %w", topic, index, ErrUnknownTopicOrPartition)
+		return nil, fmt.Errorf("cannot find partition %d of topic %q: %w", index, topic, ErrUnknownTopicOrPartition)
 	}
 	key := strconv.AppendInt(append(append(buf[:0], topic...), '-'), int64(index), 10)
 	if p := (*e.parts.Load())[string(key)]; p != nil {
 		return p, nil
 	}
-	return nil, fmt.Errorf("cannot find %s-%d: %w", topic, index, ErrUnknownTopicOrPartition)
+	return nil, fmt.Errorf("cannot find partition %d of topic %q: %w", index, topic, ErrUnknownTopicOrPartition)
 }
 
 // Topics returns the topics and their partition counts.
@@ -586,32 +761,38 @@ func (e *Engine) Partitions() []*Partition {
 	return out
 }
 
-// InitProducerID returns a new producer id at epoch 0, for an idempotent
-// producer without a transactional id. Ids are unique across restarts.
-func (e *Engine) InitProducerID() (pid int64, epoch int16, err error) {
+// initProducerID: see Frontend.InitProducerID.
+func (e *Engine) initProducerID() (pid int64, epoch int16, err error) {
 	pid, err = e.pids.allocate()
 	return pid, 0, err
 }
 
-// ExpireProducers applies producer-id expiry to every partition.
-func (e *Engine) ExpireProducers() int {
+// expireProducers applies producer-id expiry to every partition.
+func (e *Engine) expireProducers() int {
 	n := 0
 	for _, p := range *e.parts.Load() {
-		n += p.ExpireProducers()
+		n += p.expireProducers()
 	}
 	return n
 }
 
 // Close closes every partition cleanly (snapshots, clean-shutdown markers).
 func (e *Engine) Close() error {
+	e.stopCleaning()
 	e.stopMaintenance()
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	// Stored before any log closes: an append that fails on a closed log
 	// then sees the flag and reports ErrClosed.
 	if e.closed.Swap(true) {
+		e.mu.Unlock()
 		return ErrClosed
 	}
+	// A creation in progress writes in the data dir without mu: it ends,
+	// finding the engine closed, before the lock is released.
+	e.mu.Unlock()
+	e.creations.Wait()
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	errs := closePartitions(*e.parts.Load())
 	// No producer id may be handed out once the lock is released: another
 	// engine may be handing out the same ones.
@@ -620,13 +801,18 @@ func (e *Engine) Close() error {
 	return errors.Join(errs...)
 }
 
-// Kill stops every partition as a crash would (see partition.Log.Kill): for
-// crash tests that reopen the data directory in the same process.
-func (e *Engine) Kill() {
+// kill stops every partition as a crash would (see partition.Log.Kill): for
+// crash tests that reopen the data directory in the same process, through
+// package internal/enginekill (a test's hook, not the embedding API).
+func (e *Engine) kill() {
+	e.stopCleaning()
 	e.stopMaintenance()
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	wasClosed := e.closed.Swap(true)
+	e.mu.Unlock()
+	e.creations.Wait() // as Close: none writes once the lock is released
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, p := range *e.parts.Load() {
 		p.log.Kill()
 	}
@@ -635,4 +821,8 @@ func (e *Engine) Kill() {
 		// A crash's end releases the lock too.
 		_ = e.lock.Close()
 	}
+}
+
+func init() {
+	enginekill.Register(func(e any) { e.(*Engine).kill() })
 }

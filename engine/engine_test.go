@@ -73,7 +73,7 @@ func TestIdempotentAppendAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, _ := e.Partition("t", 1)
-	pid, epoch, _ := e.InitProducerID()
+	pid, epoch, _ := e.initProducerID()
 	// Producer state expires by the batches' own timestamps, so these are
 	// current.
 	now := time.Now().UnixMilli()
@@ -91,8 +91,8 @@ func TestIdempotentAppendAndRestart(t *testing.T) {
 	if err != nil || !dup.Duplicate || dup.BaseOffset != 0 || dup.LastOffset != 2 {
 		t.Fatalf("retry: %+v %v", dup, err)
 	}
-	if p.Log().LogEndOffset() != 5 {
-		t.Fatalf("log end %d after a retry, want 5", p.Log().LogEndOffset())
+	if p.log.LogEndOffset() != 5 {
+		t.Fatalf("log end %d after a retry, want 5", p.log.LogEndOffset())
 	}
 	if _, err := p.Append(idem(t, pid, epoch, 9, 1, 1)); !errors.Is(err, producer.ErrOutOfOrderSequence) {
 		t.Fatalf("gap: %v", err)
@@ -119,7 +119,7 @@ func TestIdempotentAppendAndRestart(t *testing.T) {
 	// Producer ids are unique across restarts.
 	e = openEngine(t, dir, Options{})
 	defer e.Close()
-	pid2, _, _ := e.InitProducerID()
+	pid2, _, _ := e.initProducerID()
 	if pid2 <= pid {
 		t.Fatalf("producer id %d reused after restart (had %d)", pid2, pid)
 	}
@@ -141,7 +141,7 @@ func TestDedupSurvivesCrash(t *testing.T) {
 		}
 		seq += 2
 	}
-	leo := p.Log().LogEndOffset()
+	leo := p.log.LogEndOffset()
 	// Rolls write snapshots off the append path; wait for one to exist, so
 	// that the reopen below starts from a snapshot and replays the tail.
 	for i := 0; i < 500; i++ {
@@ -155,7 +155,7 @@ func TestDedupSurvivesCrash(t *testing.T) {
 	}
 	// No Close: reopen as after a crash. The state comes from the newest
 	// roll snapshot plus replay of the tail.
-	e.Kill()
+	e.kill()
 	e2 := openEngine(t, dir, opts)
 	defer e2.Close()
 	p2, _ := e2.Partition("t", 0)
@@ -203,8 +203,8 @@ func TestConcurrentSameBatchWrittenOnce(t *testing.T) {
 			t.Fatalf("round %d: the same batch was written %d times", round, written)
 		}
 	}
-	if p.Log().LogEndOffset() != 100 {
-		t.Fatalf("log end %d, want 100", p.Log().LogEndOffset())
+	if p.log.LogEndOffset() != 100 {
+		t.Fatalf("log end %d, want 100", p.log.LogEndOffset())
 	}
 }
 
@@ -221,11 +221,11 @@ func TestProducerLimitAndExpiry(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	leo := p.Log().LogEndOffset()
+	leo := p.log.LogEndOffset()
 	if _, err := p.Append(idem(t, 99, 0, 0, 1, now.UnixMilli())); !errors.Is(err, pidtable.ErrTooManyProducers) {
 		t.Fatalf("producer past the limit: %v", err)
 	}
-	if p.Log().LogEndOffset() != leo || p.Producers() != 3 {
+	if p.log.LogEndOffset() != leo || p.Producers() != 3 {
 		t.Fatal("a refused producer changed the partition")
 	}
 	// Non-idempotent appends are not limited.
@@ -236,7 +236,7 @@ func TestProducerLimitAndExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	now = now.Add(2 * time.Hour)
-	if n := e.ExpireProducers(); n != 3 {
+	if n := e.expireProducers(); n != 3 {
 		t.Fatalf("expired %d producers, want 3", n)
 	}
 	// An expired producer is unknown again: any sequence is accepted.
@@ -276,10 +276,10 @@ func TestProducerSend(t *testing.T) {
 	wg.Wait()
 	for part := range 2 {
 		p, _ := e.Partition("t", part)
-		if p.Log().LogEndOffset() != 60 {
-			t.Fatalf("partition %d: log end %d, want 60", part, p.Log().LogEndOffset())
+		if p.log.LogEndOffset() != 60 {
+			t.Fatalf("partition %d: log end %d, want 60", part, p.log.LogEndOffset())
 		}
-		c, err := p.Log().Read(58, 1<<20)
+		c, err := p.log.Read(58, 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -304,5 +304,48 @@ func TestPartitionLookupAllocatesNothing(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Fatalf("Partition lookup: %v allocs, want 0", n)
+	}
+}
+
+// TestCreateTopicRefusals: a partition count below 1 is an invalid
+// partition count (Kafka's INVALID_PARTITIONS), not an invalid topic name,
+// which is what it used to report; the internal topics are the engine's
+// and cannot be created, or appended to, through the embedding API. Each
+// refusal leaves the engine as it was.
+func TestCreateTopicRefusals(t *testing.T) {
+	e := openEngine(t, t.TempDir(), Options{})
+	defer e.Close()
+	for _, n := range []int{0, -1} {
+		err := e.CreateTopic("t", n)
+		if !errors.Is(err, ErrInvalidPartitions) || errors.Is(err, ErrInvalidTopic) {
+			t.Errorf("CreateTopic(t, %d) = %v, want ErrInvalidPartitions", n, err)
+		}
+	}
+	for _, topic := range []string{ConsumerOffsetsTopic, TransactionStateTopic} {
+		if err := e.CreateTopic(topic, 100); !errors.Is(err, ErrInternalTopic) {
+			t.Errorf("CreateTopic(%s, 100) = %v, want ErrInternalTopic", topic, err)
+		}
+	}
+	if got := e.Topics(); len(got) != 0 {
+		t.Fatalf("topics after refused creations: %v", got)
+	}
+	// The offsets store creates its topic on first use; an append to it
+	// from outside is refused.
+	if err := e.Frontend().CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{{"t", 0}: {Offset: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	p := mustPartition(t, e, ConsumerOffsetsTopic, groupPartition("g"))
+	hw := p.HighWatermark()
+	bld := batch.NewBuilder(batch.CodecNone)
+	bld.Append(1, []byte("k"), []byte("v"), nil)
+	b, err := bld.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Append(b); !errors.Is(err, ErrInternalTopic) {
+		t.Fatalf("Append to %s = %v, want ErrInternalTopic", ConsumerOffsetsTopic, err)
+	}
+	if p.HighWatermark() != hw {
+		t.Fatalf("refused append moved the high watermark from %d to %d", hw, p.HighWatermark())
 	}
 }

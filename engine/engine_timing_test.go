@@ -439,10 +439,10 @@ func BenchmarkReadCommitted(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	hw := p.Log().HighWatermark()
+	hw := p.log.HighWatermark()
 	var size int64
 	for off := int64(0); off < hw; {
-		c, err := p.Log().Read(off, 1<<20)
+		c, err := p.log.Read(off, 1<<20)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -489,7 +489,7 @@ func BenchmarkReadCommitted(b *testing.B) {
 			b.Fatalf("read_committed delivered %d batches, want %d (the committed ones)", delivered, txns/2*perTxn)
 		}
 		for off := int64(0); off < hw; {
-			c, err := p.Log().Read(off, 1<<20)
+			c, err := p.log.Read(off, 1<<20)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -562,12 +562,12 @@ func BenchmarkTransactionLatencyV1(b *testing.B) {
 	defer e.Close()
 	e.CreateTopic("tx", 4)
 	var parts [4]*Partition
-	refs := make([]TopicPartitionRef, 4)
+	refs := make([]TopicPartition, 4)
 	for i := range parts {
 		parts[i], _ = e.Partition("tx", i)
-		refs[i] = TopicPartitionRef{Topic: "tx", Partition: int32(i)}
+		refs[i] = TopicPartition{Topic: "tx", Partition: int32(i)}
 	}
-	c, err := e.Coordinator()
+	c, err := e.coordinator()
 	if err != nil {
 		b.Fatal(err)
 	}

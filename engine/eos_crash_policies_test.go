@@ -99,7 +99,7 @@ func policyCrashVerify(e *Engine) ([policyCrashInParts]int64, error) {
 	for p := range tps {
 		tps[p] = TopicPartition{Topic: "in", Partition: int32(p)}
 	}
-	offs, err := e.FetchOffsets(policyCrashGroup, tps, true)
+	offs, err := e.fetchOffsets(policyCrashGroup, tps, true)
 	if err != nil {
 		return committed, fmt.Errorf("fetch offsets: %w", err)
 	}
@@ -119,7 +119,7 @@ func policyCrashVerify(e *Engine) ([policyCrashInParts]int64, error) {
 		if err := c.Assign(op); err != nil {
 			return committed, err
 		}
-		if lso, hw := op.LastStableOffset(), op.Log().HighWatermark(); lso != hw {
+		if lso, hw := op.LastStableOffset(), op.log.HighWatermark(); lso != hw {
 			return committed, fmt.Errorf("out-%d: last stable offset %d, high watermark %d with no live transaction", o, lso, hw)
 		}
 		prev := [policyCrashInParts]int{-1, -1}

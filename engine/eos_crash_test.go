@@ -76,7 +76,7 @@ func TestEOSPipelineCrashesChild(t *testing.T) {
 			fail("partition: %v", err)
 		}
 	}
-	end := in.Log().HighWatermark()
+	end := in.log.HighWatermark()
 	say("ready")
 
 	// fetch returns the group's committed input offset, waiting while a
@@ -84,7 +84,7 @@ func TestEOSPipelineCrashesChild(t *testing.T) {
 	fetch := func(inst int) int64 {
 		deadline := time.Now().Add(20 * time.Second)
 		for {
-			offs, err := e.FetchOffsets(eosCrashGroup, []TopicPartition{eosCrashIn}, true)
+			offs, err := e.fetchOffsets(eosCrashGroup, []TopicPartition{eosCrashIn}, true)
 			if err == nil {
 				return max(offs[eosCrashIn].Offset, 0)
 			}
@@ -98,7 +98,7 @@ func TestEOSPipelineCrashesChild(t *testing.T) {
 	// the end); it returns the input offset reached, the failed step and
 	// its error.
 	process := func(rng *rand.Rand, tp *TransactionalProducer, from int64, k int, abort bool) (int64, string, error) {
-		c, err := in.Log().Read(from, 1<<20)
+		c, err := in.log.Read(from, 1<<20)
 		if err != nil {
 			fail("read input at %d: %v", from, err)
 		}
@@ -368,7 +368,7 @@ func (st *eosCrashState) check(t *testing.T, dir string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if lso, hw := p.LastStableOffset(), p.Log().HighWatermark(); lso != hw {
+		if lso, hw := p.LastStableOffset(), p.log.HighWatermark(); lso != hw {
 			t.Errorf("out-%d: last stable offset %d, high watermark %d: a transaction left open", idx, lso, hw)
 		}
 		if err := c.Assign(p); err != nil {
@@ -402,14 +402,14 @@ func (st *eosCrashState) check(t *testing.T, dir string) {
 				t.Fatalf("out-%d: poll at %d made no progress (last stable offset %d)", idx, pos, p.LastStableOffset())
 			}
 		}
-		t.Logf("out-%d: %d committed records, log end %d", idx, n, p.Log().LogEndOffset())
+		t.Logf("out-%d: %d committed records, log end %d", idx, n, p.log.LogEndOffset())
 	}
 	for i, n := range seen {
 		if n != 1 {
 			t.Fatalf("input record %d is in the committed output %d times (acknowledged committed: %v)", i, n, st.acked[i])
 		}
 	}
-	offs, err := e.FetchOffsets(eosCrashGroup, []TopicPartition{eosCrashIn}, true)
+	offs, err := e.fetchOffsets(eosCrashGroup, []TopicPartition{eosCrashIn}, true)
 	if err != nil || offs[eosCrashIn].Offset != eosCrashRecords {
 		t.Fatalf("committed input offset %v, %v; want %d", offs, err, eosCrashRecords)
 	}

@@ -34,15 +34,15 @@ func TestConsumeProcessProduce(t *testing.T) {
 	step := func(e *Engine, tp *TransactionalProducer, k int) (int, error) {
 		in, _ := e.Partition("in", 0)
 		out, _ := e.Partition("out", 0)
-		got, err := e.FetchOffsets("g", []TopicPartition{inTP}, true)
+		got, err := e.fetchOffsets("g", []TopicPartition{inTP}, true)
 		if err != nil {
 			return 0, err
 		}
 		from := max(got[inTP].Offset, 0)
-		if from >= in.Log().HighWatermark() {
+		if from >= in.log.HighWatermark() {
 			return 0, nil
 		}
-		c, err := in.Log().Read(from, 1<<20)
+		c, err := in.log.Read(from, 1<<20)
 		if err != nil {
 			return 0, err
 		}
@@ -91,7 +91,7 @@ func TestConsumeProcessProduce(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Crash and restart; a new instance resumes from the committed offset.
-	e.Kill()
+	e.kill()
 	e = openEngine(t, dir, Options{})
 	defer e.Close()
 	c, err := e.NewTransactionalProducer("pipe", time.Minute)
@@ -117,7 +117,7 @@ func TestConsumeProcessProduce(t *testing.T) {
 			t.Fatalf("output record %d is %d: duplicated or lost input", i, v)
 		}
 	}
-	offs, err := e.FetchOffsets("g", []TopicPartition{inTP}, true)
+	offs, err := e.fetchOffsets("g", []TopicPartition{inTP}, true)
 	if err != nil || offs[inTP].Offset != n {
 		t.Fatalf("committed input offset %v, %v; want %d", offs, err, n)
 	}

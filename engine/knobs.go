@@ -14,7 +14,7 @@ type testKnobs struct {
 	// openProgressEvery is how often a long Open logs how far it got
 	// (0: defaultOpenProgressEvery).
 	openProgressEvery time.Duration
-	// applyRetentionHook runs in ApplyRetention before each partition's
+	// applyRetentionHook runs in applyRetention before each partition's
 	// retention.
 	applyRetentionHook func(p *Partition)
 	// decisionSyncHook fails a decision's sync when it returns an error
@@ -29,10 +29,11 @@ type testKnobs struct {
 	// offsetsTombstonedHook runs between an offsets deletion's write and
 	// its registration.
 	offsetsTombstonedHook func(p *Partition)
-	// createTopicStepHook runs after each durable step of a creation
-	// ("synced": the temporary directories; "intent"; "renamed one": the
-	// first partition in place), for crash tests that die there.
-	createTopicStepHook func(step string)
+	// createTopicStepHook runs after each durable step of a creation of
+	// topic's partitions ("synced": the temporary directories; "intent";
+	// "renamed one": the first partition in place), for crash tests that
+	// die there and tests that hold a creation there.
+	createTopicStepHook func(topic, step string)
 	// deleteTopicStepHook runs after each durable step of DeleteTopic
 	// ("intent", "tombstones", "renames"), for crash tests.
 	deleteTopicStepHook func(step string)
@@ -41,9 +42,9 @@ type testKnobs struct {
 // defaultOpenProgressEvery is how often a long Open logs how far it got.
 const defaultOpenProgressEvery = 10 * time.Second
 
-func (k *testKnobs) createTopicStep(step string) {
+func (k *testKnobs) createTopicStep(topic, step string) {
 	if h := k.createTopicStepHook; h != nil {
-		h(step)
+		h(topic, step)
 	}
 }
 

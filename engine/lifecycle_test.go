@@ -52,13 +52,13 @@ func TestInitProducerIDAfterClose(t *testing.T) {
 	e2 := openEngine(t, dir, Options{})
 	used := map[int64]bool{}
 	for range 2*pidBlockSize + 1 {
-		pid, _, err := e2.InitProducerID()
+		pid, _, err := e2.initProducerID()
 		if err != nil {
 			t.Fatal(err)
 		}
 		used[pid] = true
 	}
-	pid, _, err := e1.InitProducerID()
+	pid, _, err := e1.initProducerID()
 	if !errors.Is(err, ErrClosed) {
 		t.Errorf("InitProducerID on a closed engine: pid %d, err %v; want ErrClosed", pid, err)
 	}
@@ -67,7 +67,7 @@ func TestInitProducerIDAfterClose(t *testing.T) {
 	}
 	e3 := openEngine(t, dir, Options{})
 	defer e3.Close()
-	pid3, _, err := e3.InitProducerID()
+	pid3, _, err := e3.initProducerID()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestLongNameDeleteLeftoverRemovedAtOpen(t *testing.T) {
 	if _, err := mustPartition(t, e, topic, 0).Append(idem(t, 1, 0, 0, 2, time.Now().UnixMilli())); err != nil {
 		t.Fatal(err)
 	}
-	e.Kill()
+	e.kill()
 	// The name retirePartitions gives it: the base cut so that the whole
 	// fits in 255 bytes.
 	base := partitionKey(topic, 0)
@@ -156,7 +156,7 @@ func TestRetentionMsOverflowDeletesEverything(t *testing.T) {
 	now := time.Now()
 	e := openEngine(t, t.TempDir(), Options{Now: func() time.Time { return now }})
 	defer e.Close()
-	err := e.CreateTopicWithConfig("t", 1, map[string]string{
+	err := e.CreateTopic("t", 1, map[string]string{
 		"retention.ms":  "18446744073710",
 		"segment.bytes": "4096",
 	})
@@ -166,15 +166,15 @@ func TestRetentionMsOverflowDeletesEverything(t *testing.T) {
 	}
 	p := mustPartition(t, e, "t", 0)
 	ts := now.Add(-time.Hour).UnixMilli() // an hour old: far inside 584 years
-	for seq := int32(0); p.Log().HighWatermark() < 1000; seq += 10 {
+	for seq := int32(0); p.log.HighWatermark() < 1000; seq += 10 {
 		if _, err := p.Append(idem(t, 1, 0, seq, 10, ts)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := e.ApplyRetention(); err != nil {
+	if _, err := e.applyRetention(); err != nil {
 		t.Fatal(err)
 	}
-	if start := p.Log().LogStartOffset(); start != 0 {
+	if start := p.log.LogStartOffset(); start != 0 {
 		t.Fatalf("retention.ms=18446744073710 deleted hour-old data: log start %d", start)
 	}
 }
@@ -213,7 +213,7 @@ func TestOffsetStoreReleasedAtClose(t *testing.T) {
 		if err := e.CreateTopic("t", 1); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{{"t", 0}: {0, ""}}); err != nil {
+		if err := e.Frontend().CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{{"t", 0}: {0, ""}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := e.Close(); err != nil {
@@ -241,7 +241,7 @@ func TestSegmentMsOverflowRollsEveryAppend(t *testing.T) {
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	defer e.Close()
-	if err := e.CreateTopicWithConfig("t", 1, map[string]string{"segment.ms": "9223372036854775807"}); err != nil {
+	if err := e.CreateTopic("t", 1, map[string]string{"segment.ms": "9223372036854775807"}); err != nil {
 		t.Fatalf("CreateTopicWithConfig: %v", err)
 	}
 	p := mustPartition(t, e, "t", 0)
@@ -250,7 +250,7 @@ func TestSegmentMsOverflowRollsEveryAppend(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	logs, err := filepath.Glob(filepath.Join(p.Log().Dir(), "*.log"))
+	logs, err := filepath.Glob(filepath.Join(p.log.Dir(), "*.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,20 +267,20 @@ func TestRetentionBytesZeroIsUnlimited(t *testing.T) {
 	t.Parallel()
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
-	err := e.CreateTopicWithConfig("t", 1, map[string]string{"retention.bytes": "0", "segment.bytes": "4096"})
+	err := e.CreateTopic("t", 1, map[string]string{"retention.bytes": "0", "segment.bytes": "4096"})
 	if err != nil {
 		t.Fatalf("CreateTopicWithConfig: %v", err)
 	}
 	p := mustPartition(t, e, "t", 0)
-	for seq := int32(0); p.Log().HighWatermark() < 1000; seq += 10 {
+	for seq := int32(0); p.log.HighWatermark() < 1000; seq += 10 {
 		if _, err := p.Append(idem(t, 1, 0, seq, 10, time.Now().UnixMilli())); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := e.ApplyRetention(); err != nil {
+	if _, err := e.applyRetention(); err != nil {
 		t.Fatal(err)
 	}
-	if start := p.Log().LogStartOffset(); start == 0 {
-		t.Fatalf("retention.bytes=0 kept every segment: log start %d, high watermark %d", start, p.Log().HighWatermark())
+	if start := p.log.LogStartOffset(); start == 0 {
+		t.Fatalf("retention.bytes=0 kept every segment: log start %d, high watermark %d", start, p.log.HighWatermark())
 	}
 }

@@ -540,7 +540,7 @@ func linVerifyLog(p *Partition, recs []linRecord) []string {
 		}
 		once[r.in] = i
 	}
-	l := p.Log()
+	l := p.log
 	if hw := l.HighWatermark(); hw != leo {
 		bad("high watermark %d, want %d (records acknowledged as written)", hw, leo)
 	}

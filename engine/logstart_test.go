@@ -33,11 +33,11 @@ func TestLateReleaseAfterDeleteTopic(t *testing.T) {
 		}
 		seq += 20
 	}
-	c, err := p.Log().Read(0, 100)
+	c, err := p.log.Read(0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Log().DeleteRecordsBefore(p.Log().HighWatermark()); err != nil {
+	if err := p.log.DeleteRecordsBefore(p.log.HighWatermark()); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond) // the maintainer drops the list's reference
@@ -79,14 +79,14 @@ func TestLSONotBelowLogStart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := p.Log().DeleteRecordsBefore(4); err != nil {
+	if err := p.log.DeleteRecordsBefore(4); err != nil {
 		t.Fatal(err)
 	}
-	e.Kill()
+	e.kill()
 	e = openEngine(t, dir, Options{})
 	defer e.Close()
 	p, _ = e.Partition("t", 0)
-	if lso, start := p.LastStableOffset(), p.Log().LogStartOffset(); lso != start {
+	if lso, start := p.LastStableOffset(), p.log.LogStartOffset(); lso != start {
 		t.Errorf("LSO %d after the crash, want the log start %d (the open transaction began below it)", lso, start)
 	}
 }
@@ -124,14 +124,14 @@ func TestReplayFromSnapshotBelowLogStart(t *testing.T) {
 		t.Fatal("no roll snapshot")
 	}
 	B := snaps[len(snaps)-1]
-	r, err := p.WriteMarker(producer.Marker{ProducerID: 1, Epoch: 0, Commit: true})
+	r, err := p.writeMarkerDurable(producer.Marker{ProducerID: 1, Epoch: 0, Commit: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Append(idem(t, 9, 0, seq, 1, time.Now().UnixMilli())); err != nil {
 		t.Fatal(err)
 	}
-	leo := p.Log().LogEndOffset()
+	leo := p.log.LogEndOffset()
 	if s, _ := producer.ListSnapshots(pdir); s[len(s)-1] != B || r.BaseOffset < B {
 		t.Fatalf("setup: snaps %v, marker at %d", s, r.BaseOffset)
 	}
@@ -139,15 +139,15 @@ func TestReplayFromSnapshotBelowLogStart(t *testing.T) {
 		t.Fatalf("LSO %d before crash, want %d", lso, leo)
 	}
 	X := r.BaseOffset + 1
-	if err := p.Log().DeleteRecordsBefore(X); err != nil {
+	if err := p.log.DeleteRecordsBefore(X); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("snapshot at %d, marker at %d, log start %d, end %d", B, r.BaseOffset, X, leo)
-	e.Kill()
+	e.kill()
 	e = openEngine(t, dir, opts)
 	defer e.Close()
 	p, _ = e.Partition("t", 0)
-	if lso, hw := p.LastStableOffset(), p.Log().HighWatermark(); lso != hw {
-		t.Fatalf("after crash: LSO %d, hw %d, log start %d: committed txn reopened by replay skipping [%d,%d)", lso, hw, p.Log().LogStartOffset(), B, X)
+	if lso, hw := p.LastStableOffset(), p.log.HighWatermark(); lso != hw {
+		t.Fatalf("after crash: LSO %d, hw %d, log start %d: committed txn reopened by replay skipping [%d,%d)", lso, hw, p.log.LogStartOffset(), B, X)
 	}
 }

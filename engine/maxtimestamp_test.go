@@ -35,7 +35,7 @@ func TestCorrectedRetryAllCodecs(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, _ := e.Partition("t", 0)
-	pid, epoch, _ := e.InitProducerID()
+	pid, epoch, _ := e.initProducerID()
 	now := time.Now().UnixMilli()
 	codecs := []batch.Codec{batch.CodecNone, batch.CodecGzip, batch.CodecSnappy, batch.CodecLZ4, batch.CodecZstd}
 	var origs [][]byte
@@ -88,7 +88,7 @@ func TestCorrectedRetryAllCodecs(t *testing.T) {
 			t.Errorf("retry after restart %d: %+v %v want dup at %d", i, res, err, bases[i])
 		}
 	}
-	if leo := p.Log().LogEndOffset(); leo != 15 {
+	if leo := p.log.LogEndOffset(); leo != 15 {
 		t.Errorf("log end %d want 15", leo)
 	}
 }

@@ -16,10 +16,10 @@ func TestMetadataFilesBounded(t *testing.T) {
 	for _, file := range []string{pidFile, filepath.Join("t-0", topicConfigFile), filepath.Join("t-0", partitionMetadataFile)} {
 		dir := t.TempDir()
 		e := openEngine(t, dir, Options{})
-		if err := e.CreateTopicWithConfig("t", 1, map[string]string{"retention.ms": "1000"}); err != nil {
+		if err := e.CreateTopic("t", 1, map[string]string{"retention.ms": "1000"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := e.InitProducerID(); err != nil {
+		if _, _, err := e.initProducerID(); err != nil {
 			t.Fatal(err)
 		}
 		if err := e.Close(); err != nil {

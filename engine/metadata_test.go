@@ -36,7 +36,7 @@ func TestDeleteTopicLongName(t *testing.T) {
 	if derr != nil || cerr != nil {
 		t.Fatalf("DeleteTopic of a 249-byte topic: %v; CreateTopic again: %v", derr, cerr)
 	}
-	if hw := mustPartition(t, e, topic, 0).Log().HighWatermark(); hw != 0 {
+	if hw := mustPartition(t, e, topic, 0).log.HighWatermark(); hw != 0 {
 		t.Fatalf("recreated topic has high watermark %d, want 0 (old data back)", hw)
 	}
 }
@@ -49,7 +49,7 @@ func TestTopicConfigLongLineIgnored(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
-	if err := e.CreateTopicWithConfig("t", 1, map[string]string{"retention.ms": "1000"}); err != nil {
+	if err := e.CreateTopic("t", 1, map[string]string{"retention.ms": "1000"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Close(); err != nil {
@@ -129,7 +129,7 @@ func TestCreateTopicWithConfigCrashLosesConfig(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
-	e.Kill()
+	e.kill()
 	// The crash state now: the temporary directory, config half written.
 	tmp := filepath.Join(dir, createDirPrefix+"0123456789abcdef")
 	if err := os.Mkdir(tmp, 0o755); err != nil {
@@ -147,7 +147,7 @@ func TestCreateTopicWithConfigCrashLosesConfig(t *testing.T) {
 		t.Fatalf("topic t has %d partitions after the interrupted creation", n)
 	}
 	cfg := map[string]string{"retention.ms": "1000"}
-	if err := e.CreateTopicWithConfig("t", 1, cfg); err != nil {
+	if err := e.CreateTopic("t", 1, cfg); err != nil {
 		t.Fatal(err)
 	}
 	got, err := readTopicConfig(filepath.Join(dir, "t-0"))
@@ -162,7 +162,7 @@ func TestTxnStateCorruptTypedError(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
-	if _, err := e.Coordinator(); err != nil {
+	if _, err := e.coordinator(); err != nil {
 		t.Fatal(err)
 	}
 	b := batch.NewBuilder(batch.CodecNone)
@@ -171,7 +171,7 @@ func TestTxnStateCorruptTypedError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := mustPartition(t, e, txnStateTopic, 0).Log().Append(v); err != nil {
+	if _, err := mustPartition(t, e, txnStateTopic, 0).log.Append(v); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Close(); err != nil {
@@ -200,7 +200,7 @@ func TestCorruptMetadataTypedError(t *testing.T) {
 		if err := e.CreateTopic("t", 1); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := e.InitProducerID(); err != nil {
+		if _, _, err := e.initProducerID(); err != nil {
 			t.Fatal(err)
 		}
 		if err := e.Close(); err != nil {
@@ -232,7 +232,7 @@ func TestDataDirLocked(t *testing.T) {
 		t.Fatal(err)
 	}
 	e = openEngine(t, dir, Options{})
-	e.Kill()
+	e.kill()
 	e = openEngine(t, dir, Options{})
 	if err := e.Close(); err != nil {
 		t.Fatal(err)

@@ -2,15 +2,8 @@ package engine
 
 import (
 	"fmt"
-
-	"github.com/idemlog/idemlog/errcode"
+	"unicode/utf8"
 )
-
-// ErrInvalidTopic: a topic name outside Kafka's rules.
-var ErrInvalidTopic = errcode.New(errcode.InvalidTopicException, "invalid topic name")
-
-// ErrUnknownTopicOrPartition: no such topic or partition.
-var ErrUnknownTopicOrPartition = errcode.New(errcode.UnknownTopicOrPartition, "unknown topic or partition")
 
 // maxTopicLength is Kafka's limit. Partition directories are
 // "<topic>-<partition>", so the rule is what keeps every input inside the
@@ -26,7 +19,12 @@ func ValidateTopic(name string) error {
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("cannot use topic %q: byte %q at %d: %w", name, c, i, ErrInvalidTopic)
+			// The character, not the byte: a byte of a multi-byte UTF-8
+			// sequence printed as a rune is another character (mojibake).
+			if r, size := utf8.DecodeRuneInString(name[i:]); r != utf8.RuneError || size > 1 {
+				return fmt.Errorf("cannot use topic %q: character %q at byte %d: %w", name, r, i, ErrInvalidTopic)
+			}
+			return fmt.Errorf("cannot use topic %q: byte 0x%02x at %d, not UTF-8: %w", name, c, i, ErrInvalidTopic)
 		}
 	}
 	return nil

@@ -14,12 +14,12 @@ func TestOffsetGroups(t *testing.T) {
 	e := openEngine(t, dir, Options{})
 	want := func(e *Engine, groups ...string) {
 		t.Helper()
-		got, err := e.OffsetGroups()
+		got, err := e.offsetGroups()
 		if err != nil || !slices.Equal(got, groups) {
 			t.Fatalf("OffsetGroups = %q, %v; want %q", got, err, groups)
 		}
 		for _, g := range got {
-			if !e.GroupHasOffsets(g) {
+			if !e.groupHasOffsets(g) {
 				t.Fatalf("%q listed without offsets", g)
 			}
 		}
@@ -27,18 +27,18 @@ func TestOffsetGroups(t *testing.T) {
 	want(e)
 	tp := TopicPartition{"orders", 0}
 	for _, g := range []string{"b", "a", sameOffsetsPartition("a"), "gone"} {
-		if err := e.CommitOffsets(g, map[TopicPartition]OffsetAndMetadata{tp: {1, ""}}); err != nil {
+		if err := e.Frontend().CommitOffsets(g, map[TopicPartition]OffsetAndMetadata{tp: {1, ""}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := e.DeleteGroupOffsets("gone"); err != nil {
+	if _, err := e.deleteGroupOffsets("gone"); err != nil {
 		t.Fatal(err)
 	}
-	pid, epoch, err := e.InitProducerID()
+	pid, epoch, err := e.initProducerID()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.TxnCommitOffsets("pending", pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {2, ""}}); err != nil {
+	if err := e.Frontend().TxnCommitOffsets("pending", pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {2, ""}}); err != nil {
 		t.Fatal(err)
 	}
 	all := []string{"a", "b", sameOffsetsPartition("a"), "pending"}

@@ -11,7 +11,6 @@ import (
 	"sync"
 
 	"github.com/idemlog/idemlog/batch"
-	"github.com/idemlog/idemlog/errcode"
 )
 
 // The consumer-offsets store: Kafka's __consumer_offsets, in process.
@@ -41,32 +40,12 @@ const (
 	// offsets.topic.num.partitions, is 50).
 	ConsumerOffsetsPartitions = 8
 
-	// Kafka codes that errcode does not name.
-	codeIllegalGeneration int16 = 22
-	codeInvalidGroupID    int16 = 24
-	codeUnknownMemberID   int16 = 25
-
 	offsetKeyVersion   int16 = 1
 	offsetValueVersion int16 = 3
 )
 
-// Sentinel errors of the offsets store, with Kafka's codes.
-var (
-	// ErrUnstableOffsetCommit: FetchOffsets with requireStable while a
-	// transactional commit of the group is pending on a requested partition.
-	ErrUnstableOffsetCommit = errcode.New(errcode.UnstableOffsetCommit, "unstable offset commit")
-	// ErrIllegalGeneration and ErrUnknownMemberID are the group fencing
-	// errors of (Txn)OffsetCommit (KIP-447), for the group coordinator.
-	ErrIllegalGeneration = errcode.New(codeIllegalGeneration, "illegal generation")
-	ErrUnknownMemberID   = errcode.New(codeUnknownMemberID, "unknown member id")
-	// ErrInvalidGroupID: an empty group id.
-	ErrInvalidGroupID = errcode.New(codeInvalidGroupID, "invalid group id")
-	// ErrInvalidOffsetCommit: a malformed commit (negative producer id,
-	// string longer than 32767 bytes).
-	ErrInvalidOffsetCommit = errcode.New(errcode.InvalidRequest, "invalid offset commit")
-)
-
-// TopicPartition names a partition whose offset a group commits.
+// TopicPartition names a partition: one whose offset a group commits, or
+// one in a transaction.
 type TopicPartition struct {
 	Topic     string
 	Partition int32
@@ -90,10 +69,8 @@ func javaStringHashCode(s string) int32 {
 	return h
 }
 
-// GroupPartition is the __consumer_offsets partition of a group, as Kafka
-// computes it: Utils.abs(groupId.hashCode) % partitions, where Utils.abs
-// maps Integer.MIN_VALUE to 0.
-func GroupPartition(group string) int {
+// groupPartition: see Frontend.GroupPartition.
+func groupPartition(group string) int {
 	h := javaStringHashCode(group)
 	if h == math.MinInt32 {
 		h = 0
@@ -204,7 +181,7 @@ func (e *Engine) offsets() (*offsetStore, error) {
 // openOffsets creates the internal topic's missing partitions, installs the
 // marker hooks and rebuilds the state from the log.
 func openOffsets(e *Engine) (*offsetStore, error) {
-	if err := e.CreateTopic(ConsumerOffsetsTopic, ConsumerOffsetsPartitions); err != nil {
+	if err := e.createTopic(ConsumerOffsetsTopic, ConsumerOffsetsPartitions, nil, createAny); err != nil {
 		return nil, fmt.Errorf("cannot create %s: %w", ConsumerOffsetsTopic, err)
 	}
 	s := &offsetStore{e: e}
@@ -429,13 +406,6 @@ func (op *offsetsPartition) addPending(pid int64, group string, tp TopicPartitio
 	g[tp] = v
 }
 
-// CommitOffsets commits a group's offsets outside any transaction. They are
-// visible to FetchOffsets on return, which comes once the write is durable
-// under the partition's sync policy.
-func (e *Engine) CommitOffsets(group string, offsets map[TopicPartition]OffsetAndMetadata) error {
-	return e.commitOffsets(group, offsets, false)
-}
-
 // commitOffsets is CommitOffsets; with existing, every partition must be
 // one of the engine's (Consumer.Commit).
 func (e *Engine) commitOffsets(group string, offsets map[TopicPartition]OffsetAndMetadata, existing bool) error {
@@ -464,7 +434,7 @@ func (e *Engine) commitOffsets(group string, offsets map[TopicPartition]OffsetAn
 			}
 		}
 	}
-	res, err := op.p.Append(b)
+	res, err := op.p.appendWait(b, writeOpts{})
 	if err != nil {
 		return fmt.Errorf("cannot commit offsets of group %q: %w", group, err)
 	}
@@ -474,21 +444,6 @@ func (e *Engine) commitOffsets(group string, offsets map[TopicPartition]OffsetAn
 	}
 	op.mu.Unlock()
 	return nil
-}
-
-// TxnCommitOffsets commits a group's offsets inside producer pid's
-// transaction (Kafka's TxnOffsetCommit): they stay pending, invisible to
-// FetchOffsets and failing it with requireStable, until the transaction
-// coordinator writes pid's COMMIT marker to the group's __consumer_offsets
-// partition (an ABORT drops them). A fenced epoch fails with the
-// producer's ErrInvalidProducerEpoch.
-//
-// It trusts the caller that the transaction is ongoing with the group's
-// partition in it, as Partition.Append trusts a transactional batch: a
-// front end serving requests uses Coordinator.TxnCommitOffsets, which
-// verifies.
-func (e *Engine) TxnCommitOffsets(group string, pid int64, epoch int16, offsets map[TopicPartition]OffsetAndMetadata) error {
-	return e.txnCommitOffsets(group, pid, epoch, offsets, nil)
 }
 
 // TxnCommitOffsets is Engine.TxnCommitOffsets verified against the
@@ -504,7 +459,7 @@ func (c *Coordinator) TxnCommitOffsets(id, group string, pid int64, epoch int16,
 	if pid < 0 {
 		return fmt.Errorf("cannot commit offsets of group %q: producer id %d: %w", group, pid, ErrInvalidOffsetCommit)
 	}
-	ref, err := e.OffsetsPartition(group)
+	ref, err := e.offsetsTopicPartition(group)
 	if err != nil {
 		return err
 	}
@@ -513,8 +468,8 @@ func (c *Coordinator) TxnCommitOffsets(id, group string, pid int64, epoch int16,
 		return err
 	}
 	var ver Verification
-	if !p.TxnOpen(pid, epoch) {
-		ver = p.BeginVerification(pid)
+	if !p.txnOpen(pid, epoch) {
+		ver = p.beginVerification(pid)
 		if err := c.Verify(id, pid, epoch, ref); err != nil {
 			return fmt.Errorf("cannot commit offsets of group %q: %w", group, err)
 		}
@@ -546,7 +501,7 @@ func (e *Engine) txnCommitOffsets(group string, pid int64, epoch int16, offsets 
 		op.markers = map[int64][]markerSeen{}
 	}
 	op.mu.Unlock()
-	res, err := op.p.appendWith(b, func(b []byte) (AppendResult, bool, error) { return op.p.writeVerified(b, true, ver) })
+	res, err := op.p.appendWait(b, writeOpts{ver: ver})
 	if h := op.p.opts.private.offsetsAppendedHook; err == nil && h != nil {
 		h(op.p, pid, epoch)
 	}
@@ -647,7 +602,7 @@ func (e *Engine) offsetsPartitionOf(group string, offsets map[TopicPartition]Off
 	if err != nil {
 		return nil, err
 	}
-	return s.parts[GroupPartition(group)], nil
+	return s.parts[groupPartition(group)], nil
 }
 
 // buildOffsetsBatch builds a commit's batch, one record per partition in
@@ -671,19 +626,8 @@ func buildOffsetsBatch(group string, offsets map[TopicPartition]OffsetAndMetadat
 	return b, nil
 }
 
-// DeleteGroupOffsets deletes every committed offset of a group (Kafka's
-// DeleteGroups, and OffsetDelete for all of a group's partitions): it
-// writes a tombstone (the offset's key with a null value) for each to the
-// group's __consumer_offsets partition and, once that is durable under the
-// partition's sync policy, drops them, so FetchOffsets answers -1. had
-// reports whether the group had any committed offset; without one nothing
-// is written. Whether the group may be deleted (no members: Kafka's
-// NON_EMPTY_GROUP) is the group coordinator's call.
-//
-// Pending transactional offsets are left alone: they become current if
-// their transaction commits, as in Kafka, whose log replay applies a
-// COMMIT marker's offsets after an earlier tombstone.
-func (e *Engine) DeleteGroupOffsets(group string) (had bool, err error) {
+// deleteGroupOffsets: see Frontend.DeleteGroupOffsets.
+func (e *Engine) deleteGroupOffsets(group string) (had bool, err error) {
 	op, err := e.offsetsPartitionOf(group, nil)
 	if err != nil {
 		return false, err
@@ -735,7 +679,7 @@ func (op *offsetsPartition) tombstone(e *Engine, group string, match func(TopicP
 	if err != nil {
 		return true, fmt.Errorf("cannot delete offsets of group %q: %w", group, err)
 	}
-	res, err := op.p.Append(b)
+	res, err := op.p.appendWait(b, writeOpts{})
 	if err == nil && durable {
 		err = op.p.gone(op.p.log.WaitDurable(res.LastOffset + 1))
 	}
@@ -802,10 +746,8 @@ func (s *offsetStore) deleteTopic(topic string) error {
 	return errors.Join(errs...)
 }
 
-// GroupHasOffsets reports whether a group has committed offsets, or
-// transactional ones pending (Kafka's GroupMetadata.hasOffsets). It is
-// false for an empty group id, or when the store cannot open.
-func (e *Engine) GroupHasOffsets(group string) bool {
+// groupHasOffsets: see Frontend.GroupHasOffsets.
+func (e *Engine) groupHasOffsets(group string) bool {
 	if group == "" {
 		return false
 	}
@@ -813,7 +755,7 @@ func (e *Engine) GroupHasOffsets(group string) bool {
 	if err != nil {
 		return false
 	}
-	op := s.parts[GroupPartition(group)]
+	op := s.parts[groupPartition(group)]
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	if len(op.committed[group]) > 0 {
@@ -827,11 +769,8 @@ func (e *Engine) GroupHasOffsets(group string) bool {
 	return false
 }
 
-// OffsetGroups returns, sorted, every group with committed offsets or
-// transactional ones pending (those for which GroupHasOffsets is true):
-// the groups that outlive their members, as Kafka's coordinator keeps
-// them loaded from its offsets topic.
-func (e *Engine) OffsetGroups() ([]string, error) {
+// offsetGroups: see Frontend.OffsetGroups.
+func (e *Engine) offsetGroups() ([]string, error) {
 	s, err := e.offsets()
 	if err != nil {
 		return nil, err
@@ -856,16 +795,13 @@ func (e *Engine) OffsetGroups() ([]string, error) {
 	return slices.Sorted(maps.Keys(seen)), nil
 }
 
-// FetchOffsets returns a group's committed offsets for tps (all of the
-// group's when tps is nil); a partition without one has offset -1. With
-// requireStable, a pending transactional commit of the group on a requested
-// partition fails the call with ErrUnstableOffsetCommit.
-func (e *Engine) FetchOffsets(group string, tps []TopicPartition, requireStable bool) (map[TopicPartition]OffsetAndMetadata, error) {
+// fetchOffsets: see Frontend.FetchOffsets.
+func (e *Engine) fetchOffsets(group string, tps []TopicPartition, requireStable bool) (map[TopicPartition]OffsetAndMetadata, error) {
 	s, err := e.offsets()
 	if err != nil {
 		return nil, err
 	}
-	op := s.parts[GroupPartition(group)]
+	op := s.parts[groupPartition(group)]
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	if requireStable {

@@ -16,7 +16,7 @@ import (
 // __consumer_offsets partition.
 func sameOffsetsPartition(group string) string {
 	for i := 0; ; i++ {
-		if h := fmt.Sprintf("other-%d", i); GroupPartition(h) == GroupPartition(group) {
+		if h := fmt.Sprintf("other-%d", i); groupPartition(h) == groupPartition(group) {
 			return h
 		}
 	}
@@ -29,23 +29,23 @@ func TestDeleteGroupOffsets(t *testing.T) {
 	const g = "g"
 	h := sameOffsetsPartition(g)
 	t0, t1 := TopicPartition{"orders", 0}, TopicPartition{"orders", 1}
-	if err := e.CommitOffsets(g, map[TopicPartition]OffsetAndMetadata{t0: {10, "a"}, t1: {20, "b"}}); err != nil {
+	if err := e.Frontend().CommitOffsets(g, map[TopicPartition]OffsetAndMetadata{t0: {10, "a"}, t1: {20, "b"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.CommitOffsets(h, map[TopicPartition]OffsetAndMetadata{t0: {5, "h"}}); err != nil {
+	if err := e.Frontend().CommitOffsets(h, map[TopicPartition]OffsetAndMetadata{t0: {5, "h"}}); err != nil {
 		t.Fatal(err)
 	}
-	if !e.GroupHasOffsets(g) || !e.GroupHasOffsets(h) || e.GroupHasOffsets("nobody") || e.GroupHasOffsets("") {
+	if !e.groupHasOffsets(g) || !e.groupHasOffsets(h) || e.groupHasOffsets("nobody") || e.groupHasOffsets("") {
 		t.Fatal("GroupHasOffsets before the delete")
 	}
 	p := offsetsPart(t, e, g)
-	hw := p.Log().HighWatermark()
-	had, err := e.DeleteGroupOffsets(g)
+	hw := p.log.HighWatermark()
+	had, err := e.deleteGroupOffsets(g)
 	if err != nil || !had {
 		t.Fatalf("delete: %v %v", had, err)
 	}
 	// One plain batch of tombstones: the keys with null values.
-	c, err := p.Log().Read(hw, 1<<20)
+	c, err := p.log.Read(hw, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,24 +71,24 @@ func TestDeleteGroupOffsets(t *testing.T) {
 	gone := func(e *Engine) {
 		t.Helper()
 		wantOffsets(t, e, g, true, map[TopicPartition]OffsetAndMetadata{t0: {-1, ""}, t1: {-1, ""}})
-		if all, err := e.FetchOffsets(g, nil, true); err != nil || len(all) != 0 {
+		if all, err := e.fetchOffsets(g, nil, true); err != nil || len(all) != 0 {
 			t.Fatalf("all offsets of a deleted group: %v %v", all, err)
 		}
-		if e.GroupHasOffsets(g) {
+		if e.groupHasOffsets(g) {
 			t.Fatal("GroupHasOffsets after the delete")
 		}
 		wantOffsets(t, e, h, true, map[TopicPartition]OffsetAndMetadata{t0: {5, "h"}})
 	}
 	gone(e)
 	// Nothing left: nothing written.
-	hw = p.Log().HighWatermark()
-	if had, err := e.DeleteGroupOffsets(g); err != nil || had {
+	hw = p.log.HighWatermark()
+	if had, err := e.deleteGroupOffsets(g); err != nil || had {
 		t.Fatalf("second delete: %v %v", had, err)
 	}
-	if p.Log().HighWatermark() != hw {
+	if p.log.HighWatermark() != hw {
 		t.Fatal("a delete of nothing wrote to the log")
 	}
-	if _, err := e.DeleteGroupOffsets(""); !errors.Is(err, ErrInvalidGroupID) {
+	if _, err := e.deleteGroupOffsets(""); !errors.Is(err, ErrInvalidGroupID) {
 		t.Fatalf("empty group: %v", err)
 	}
 	if err := e.Close(); err != nil {
@@ -99,42 +99,42 @@ func TestDeleteGroupOffsets(t *testing.T) {
 
 	// Commits after a delete count, and survive replays that pass over
 	// the tombstones.
-	if err := e.CommitOffsets(g, map[TopicPartition]OffsetAndMetadata{t1: {25, "c"}}); err != nil {
+	if err := e.Frontend().CommitOffsets(g, map[TopicPartition]OffsetAndMetadata{t1: {25, "c"}}); err != nil {
 		t.Fatal(err)
 	}
-	e.Kill()
+	e.kill()
 	e = openEngine(t, dir, Options{})
 	wantOffsets(t, e, g, true, map[TopicPartition]OffsetAndMetadata{t0: {-1, ""}, t1: {25, "c"}})
 
 	// Pending transactional offsets are left alone: they become current
 	// when their transaction commits, live and after a replay.
-	pid, epoch, _ := e.InitProducerID()
-	if err := e.TxnCommitOffsets(g, pid, epoch, map[TopicPartition]OffsetAndMetadata{t0: {30, "txn"}}); err != nil {
+	pid, epoch, _ := e.initProducerID()
+	if err := e.Frontend().TxnCommitOffsets(g, pid, epoch, map[TopicPartition]OffsetAndMetadata{t0: {30, "txn"}}); err != nil {
 		t.Fatal(err)
 	}
-	if had, err := e.DeleteGroupOffsets(g); err != nil || !had {
+	if had, err := e.deleteGroupOffsets(g); err != nil || !had {
 		t.Fatalf("delete with a pending commit: %v %v", had, err)
 	}
-	if !e.GroupHasOffsets(g) {
+	if !e.groupHasOffsets(g) {
 		t.Fatal("GroupHasOffsets false with a pending commit")
 	}
-	if _, err := e.FetchOffsets(g, []TopicPartition{t0}, true); !errors.Is(err, ErrUnstableOffsetCommit) {
+	if _, err := e.fetchOffsets(g, []TopicPartition{t0}, true); !errors.Is(err, ErrUnstableOffsetCommit) {
 		t.Fatalf("pending commit dropped by the delete: %v", err)
 	}
 	wantOffsets(t, e, g, false, map[TopicPartition]OffsetAndMetadata{t0: {-1, ""}, t1: {-1, ""}})
 	// A group with only pending offsets has none to delete.
 	pendingOnly := "pending-only"
-	if err := e.TxnCommitOffsets(pendingOnly, pid, epoch, map[TopicPartition]OffsetAndMetadata{t0: {1, ""}}); err != nil {
+	if err := e.Frontend().TxnCommitOffsets(pendingOnly, pid, epoch, map[TopicPartition]OffsetAndMetadata{t0: {1, ""}}); err != nil {
 		t.Fatal(err)
 	}
-	if had, err := e.DeleteGroupOffsets(pendingOnly); err != nil || had {
+	if had, err := e.deleteGroupOffsets(pendingOnly); err != nil || had {
 		t.Fatalf("delete of a group with only pending offsets: %v %v", had, err)
 	}
-	if _, err := offsetsPart(t, e, g).WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: true}); err != nil {
+	if _, err := offsetsPart(t, e, g).writeMarkerDurable(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: true}); err != nil {
 		t.Fatal(err)
 	}
 	wantOffsets(t, e, g, true, map[TopicPartition]OffsetAndMetadata{t0: {30, "txn"}, t1: {-1, ""}})
-	e.Kill()
+	e.kill()
 	e = openEngine(t, dir, Options{})
 	defer e.Close()
 	wantOffsets(t, e, g, true, map[TopicPartition]OffsetAndMetadata{t0: {30, "txn"}, t1: {-1, ""}})
@@ -149,7 +149,7 @@ func TestDeleteGroupOffsetsConcurrent(t *testing.T) {
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	const group = "g"
-	if _, err := e.FetchOffsets(group, nil, false); err != nil { // opens the store
+	if _, err := e.fetchOffsets(group, nil, false); err != nil { // opens the store
 		t.Fatal(err)
 	}
 	p := offsetsPart(t, e, group)
@@ -162,7 +162,7 @@ func TestDeleteGroupOffsetsConcurrent(t *testing.T) {
 		tp := TopicPartition{"t", int32(w)}
 		wg.Go(func() { // plain commits
 			for i := range 60 {
-				if err := e.CommitOffsets(group, map[TopicPartition]OffsetAndMetadata{tp: {int64(i), ""}}); err != nil {
+				if err := e.Frontend().CommitOffsets(group, map[TopicPartition]OffsetAndMetadata{tp: {int64(i), ""}}); err != nil {
 					t.Error(err)
 				}
 				if w == 0 && i == 0 {
@@ -170,13 +170,13 @@ func TestDeleteGroupOffsetsConcurrent(t *testing.T) {
 				}
 			}
 		})
-		pid, epoch, _ := e.InitProducerID()
+		pid, epoch, _ := e.initProducerID()
 		wg.Go(func() { // transactional commits and their markers
 			for i := range 30 {
-				if err := e.TxnCommitOffsets(group, pid, epoch, map[TopicPartition]OffsetAndMetadata{{"x", int32(w)}: {int64(i), ""}}); err != nil {
+				if err := e.Frontend().TxnCommitOffsets(group, pid, epoch, map[TopicPartition]OffsetAndMetadata{{"x", int32(w)}: {int64(i), ""}}); err != nil {
 					t.Error(err)
 				}
-				if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: i%4 != 0}); err != nil {
+				if _, err := p.writeMarkerDurable(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: i%4 != 0}); err != nil {
 					t.Error(err)
 				}
 			}
@@ -186,7 +186,7 @@ func TestDeleteGroupOffsetsConcurrent(t *testing.T) {
 	wg.Go(func() {
 		<-firstCommit
 		for range 40 {
-			had, err := e.DeleteGroupOffsets(group)
+			had, err := e.deleteGroupOffsets(group)
 			if err != nil {
 				t.Error(err)
 			}
@@ -206,13 +206,13 @@ func TestDeleteGroupOffsetsConcurrent(t *testing.T) {
 // rebuilds the live state, and returns the reopened engine.
 func liveIsReplayed(t *testing.T, e *Engine, dir, group string) *Engine {
 	t.Helper()
-	live := storeOf(e).parts[GroupPartition(group)]
-	e.Kill()
+	live := storeOf(e).parts[groupPartition(group)]
+	e.kill()
 	e = openEngine(t, dir, Options{})
-	if _, err := e.FetchOffsets(group, nil, false); err != nil {
+	if _, err := e.fetchOffsets(group, nil, false); err != nil {
 		t.Fatal(err)
 	}
-	replayed := storeOf(e).parts[GroupPartition(group)]
+	replayed := storeOf(e).parts[groupPartition(group)]
 	if !reflect.DeepEqual(live.committed, replayed.committed) {
 		t.Errorf("committed: live %v, replayed %v", live.committed, replayed.committed)
 	}
@@ -231,23 +231,23 @@ func TestDeleteGroupOffsetsMarkerAfterTombstone(t *testing.T) {
 	e := openEngine(t, dir, Options{})
 	const g = "g"
 	tp := TopicPartition{"t", 0}
-	pid, epoch, _ := e.InitProducerID()
-	if err := e.TxnCommitOffsets(g, pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {1, ""}}); err != nil {
+	pid, epoch, _ := e.initProducerID()
+	if err := e.Frontend().TxnCommitOffsets(g, pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {1, ""}}); err != nil {
 		t.Fatal(err)
 	}
 	p := offsetsPart(t, e, g)
-	if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: true}); err != nil {
+	if _, err := p.writeMarkerDurable(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.TxnCommitOffsets(g, pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {2, ""}}); err != nil {
+	if err := e.Frontend().TxnCommitOffsets(g, pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {2, ""}}); err != nil {
 		t.Fatal(err)
 	}
 	e.opts.private.offsetsTombstonedHook = func(p *Partition) {
-		if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: true}); err != nil {
+		if _, err := p.writeMarkerDurable(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: true}); err != nil {
 			t.Error(err)
 		}
 	}
-	if had, err := e.DeleteGroupOffsets(g); err != nil || !had {
+	if had, err := e.deleteGroupOffsets(g); err != nil || !had {
 		t.Fatalf("delete: %v %v", had, err)
 	}
 	e.opts.private.offsetsTombstonedHook = nil
@@ -266,16 +266,16 @@ func TestDeleteGroupOffsetsWaitsForTxnRegistration(t *testing.T) {
 	e := openEngine(t, dir, Options{})
 	const g = "g"
 	tp := TopicPartition{"t", 0}
-	if err := e.CommitOffsets(g, map[TopicPartition]OffsetAndMetadata{tp: {1, ""}}); err != nil {
+	if err := e.Frontend().CommitOffsets(g, map[TopicPartition]OffsetAndMetadata{tp: {1, ""}}); err != nil {
 		t.Fatal(err)
 	}
 	deleted := make(chan error, 1)
 	e.opts.private.offsetsAppendedHook = func(p *Partition, pid int64, epoch int16) {
-		if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: true}); err != nil {
+		if _, err := p.writeMarkerDurable(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: true}); err != nil {
 			t.Error(err)
 		}
 		go func() {
-			_, err := e.DeleteGroupOffsets(g)
+			_, err := e.deleteGroupOffsets(g)
 			deleted <- err
 		}()
 		select {
@@ -284,8 +284,8 @@ func TestDeleteGroupOffsetsWaitsForTxnRegistration(t *testing.T) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	pid, epoch, _ := e.InitProducerID()
-	if err := e.TxnCommitOffsets(g, pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {2, ""}}); err != nil {
+	pid, epoch, _ := e.initProducerID()
+	if err := e.Frontend().TxnCommitOffsets(g, pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {2, ""}}); err != nil {
 		t.Fatal(err)
 	}
 	e.opts.private.offsetsAppendedHook = nil

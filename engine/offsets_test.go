@@ -35,15 +35,15 @@ func TestOffsetsGroupPartition(t *testing.T) {
 		if h := javaStringHashCode(c.group); h != c.hash {
 			t.Errorf("hashCode(%q) = %d, want %d", c.group, h, c.hash)
 		}
-		if p := GroupPartition(c.group); p != c.part {
-			t.Errorf("GroupPartition(%q) = %d, want %d", c.group, p, c.part)
+		if p := groupPartition(c.group); p != c.part {
+			t.Errorf("groupPartition(%q) = %d, want %d", c.group, p, c.part)
 		}
 	}
 }
 
 func offsetsPart(t *testing.T, e *Engine, group string) *Partition {
 	t.Helper()
-	p, err := e.Partition(ConsumerOffsetsTopic, GroupPartition(group))
+	p, err := e.Partition(ConsumerOffsetsTopic, groupPartition(group))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func wantOffsets(t *testing.T, e *Engine, group string, stable bool, want map[To
 	for tp := range want {
 		tps = append(tps, tp)
 	}
-	got, err := e.FetchOffsets(group, tps, stable)
+	got, err := e.fetchOffsets(group, tps, stable)
 	if err != nil {
 		t.Fatalf("fetch %q: %v", group, err)
 	}
@@ -76,24 +76,24 @@ func TestOffsetsCommitFetch(t *testing.T) {
 	defer e.Close()
 	t0, t1 := TopicPartition{"orders", 0}, TopicPartition{"orders", 1}
 	missing := TopicPartition{"other", 3}
-	if err := e.CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{t0: {10, "m0"}, t1: {20, ""}}); err != nil {
+	if err := e.Frontend().CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{t0: {10, "m0"}, t1: {20, ""}}); err != nil {
 		t.Fatal(err)
 	}
 	wantOffsets(t, e, "g", true, map[TopicPartition]OffsetAndMetadata{t0: {10, "m0"}, t1: {20, ""}, missing: {-1, ""}})
 	// Overwrite one partition.
-	if err := e.CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{t0: {15, "m1"}}); err != nil {
+	if err := e.Frontend().CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{t0: {15, "m1"}}); err != nil {
 		t.Fatal(err)
 	}
 	wantOffsets(t, e, "g", false, map[TopicPartition]OffsetAndMetadata{t0: {15, "m1"}, t1: {20, ""}})
 	// Another group is separate; nil tps lists all of a group's offsets.
 	wantOffsets(t, e, "h", false, map[TopicPartition]OffsetAndMetadata{t0: {-1, ""}})
-	all, err := e.FetchOffsets("g", nil, true)
+	all, err := e.fetchOffsets("g", nil, true)
 	if err != nil || len(all) != 2 || all[t0].Offset != 15 {
 		t.Fatalf("all offsets: %v %v", all, err)
 	}
 	// The records are in the group's partition, in Kafka's layouts.
 	p := offsetsPart(t, e, "g")
-	c, err := p.Log().Read(0, 1<<20)
+	c, err := p.log.Read(0, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,13 +120,13 @@ func TestOffsetsCommitFetch(t *testing.T) {
 		t.Fatalf("value %x, want %x + timestamp", r.Value, wantVal)
 	}
 	// Bad input.
-	if err := e.CommitOffsets("", map[TopicPartition]OffsetAndMetadata{t0: {1, ""}}); !errors.Is(err, ErrInvalidGroupID) || errcode.Code(err) != 24 {
+	if err := e.Frontend().CommitOffsets("", map[TopicPartition]OffsetAndMetadata{t0: {1, ""}}); !errors.Is(err, ErrInvalidGroupID) || errcode.Code(err) != 24 {
 		t.Fatalf("empty group: %v", err)
 	}
-	if err := e.TxnCommitOffsets("g", -1, 0, map[TopicPartition]OffsetAndMetadata{t0: {1, ""}}); !errors.Is(err, ErrInvalidOffsetCommit) {
+	if err := e.Frontend().TxnCommitOffsets("g", -1, 0, map[TopicPartition]OffsetAndMetadata{t0: {1, ""}}); !errors.Is(err, ErrInvalidOffsetCommit) {
 		t.Fatalf("pid -1: %v", err)
 	}
-	if err := e.CommitOffsets("g", nil); err != nil {
+	if err := e.Frontend().CommitOffsets("g", nil); err != nil {
 		t.Fatalf("no offsets: %v", err)
 	}
 }
@@ -138,22 +138,22 @@ func TestOffsetsTransactional(t *testing.T) {
 	const group = "group-1"
 	tp := TopicPartition{"orders", 0}
 	tps := []TopicPartition{tp}
-	if err := e.CommitOffsets(group, map[TopicPartition]OffsetAndMetadata{tp: {5, "plain"}}); err != nil {
+	if err := e.Frontend().CommitOffsets(group, map[TopicPartition]OffsetAndMetadata{tp: {5, "plain"}}); err != nil {
 		t.Fatal(err)
 	}
-	pid, epoch, err := e.InitProducerID()
+	pid, epoch, err := e.initProducerID()
 	if err != nil {
 		t.Fatal(err)
 	}
 	commitTxn := func(off int64) {
 		t.Helper()
-		if err := e.TxnCommitOffsets(group, pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {off, "txn"}}); err != nil {
+		if err := e.Frontend().TxnCommitOffsets(group, pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {off, "txn"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	unstable := func() {
 		t.Helper()
-		_, err := e.FetchOffsets(group, tps, true)
+		_, err := e.fetchOffsets(group, tps, true)
 		if !errors.Is(err, ErrUnstableOffsetCommit) || errcode.Code(err) != 88 {
 			t.Fatalf("requireStable with a pending commit: %v", err)
 		}
@@ -167,7 +167,7 @@ func TestOffsetsTransactional(t *testing.T) {
 	wantOffsets(t, e, group, true, map[TopicPartition]OffsetAndMetadata{{"orders", 1}: {-1, ""}})
 	wantOffsets(t, e, "a", true, map[TopicPartition]OffsetAndMetadata{tp: {-1, ""}})
 	p := offsetsPart(t, e, group)
-	if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: true}); err != nil {
+	if _, err := p.writeMarkerDurable(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: true}); err != nil {
 		t.Fatal(err)
 	}
 	wantOffsets(t, e, group, true, map[TopicPartition]OffsetAndMetadata{tp: {9, "txn"}})
@@ -175,7 +175,7 @@ func TestOffsetsTransactional(t *testing.T) {
 	// An aborted transaction leaves the committed offset.
 	commitTxn(12)
 	unstable()
-	if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch}); err != nil {
+	if _, err := p.writeMarkerDurable(producer.Marker{ProducerID: pid, Epoch: epoch}); err != nil {
 		t.Fatal(err)
 	}
 	wantOffsets(t, e, group, true, map[TopicPartition]OffsetAndMetadata{tp: {9, "txn"}})
@@ -183,46 +183,46 @@ func TestOffsetsTransactional(t *testing.T) {
 	// A plain commit written after a transactional one wins when the
 	// transaction commits (the later record is current).
 	commitTxn(13)
-	if err := e.CommitOffsets(group, map[TopicPartition]OffsetAndMetadata{tp: {14, "later"}}); err != nil {
+	if err := e.Frontend().CommitOffsets(group, map[TopicPartition]OffsetAndMetadata{tp: {14, "later"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: true}); err != nil {
+	if _, err := p.writeMarkerDurable(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: true}); err != nil {
 		t.Fatal(err)
 	}
 	wantOffsets(t, e, group, true, map[TopicPartition]OffsetAndMetadata{tp: {14, "later"}})
 
 	// A bumped epoch fences the old one.
-	if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch + 1}); err != nil {
+	if _, err := p.writeMarkerDurable(producer.Marker{ProducerID: pid, Epoch: epoch + 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.TxnCommitOffsets(group, pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {99, ""}}); !errors.Is(err, producer.ErrInvalidProducerEpoch) {
+	if err := e.Frontend().TxnCommitOffsets(group, pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {99, ""}}); !errors.Is(err, producer.ErrInvalidProducerEpoch) {
 		t.Fatalf("fenced epoch: %v", err)
 	}
 	epoch++
 
 	// Left pending across restarts: a clean close, then a crash.
 	commitTxn(20)
-	pid2, epoch2, _ := e.InitProducerID()
+	pid2, epoch2, _ := e.initProducerID()
 	tp2 := TopicPartition{"payments", 2}
-	if err := e.TxnCommitOffsets(group, pid2, epoch2, map[TopicPartition]OffsetAndMetadata{tp2: {30, "p2"}}); err != nil {
+	if err := e.Frontend().TxnCommitOffsets(group, pid2, epoch2, map[TopicPartition]OffsetAndMetadata{tp2: {30, "p2"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.FetchOffsets(group, tps, false); !errors.Is(err, ErrClosed) {
+	if _, err := e.fetchOffsets(group, tps, false); !errors.Is(err, ErrClosed) {
 		t.Fatalf("fetch after close: %v", err)
 	}
 	e = openEngine(t, dir, Options{})
 	wantOffsets(t, e, group, false, map[TopicPartition]OffsetAndMetadata{tp: {14, "later"}, tp2: {-1, ""}})
 	unstable()
 	p = offsetsPart(t, e, group)
-	if _, err := p.WriteMarker(producer.Marker{ProducerID: pid2, Epoch: epoch2, Commit: true}); err != nil {
+	if _, err := p.writeMarkerDurable(producer.Marker{ProducerID: pid2, Epoch: epoch2, Commit: true}); err != nil {
 		t.Fatal(err)
 	}
 	wantOffsets(t, e, group, false, map[TopicPartition]OffsetAndMetadata{tp2: {30, "p2"}})
 	unstable() // pid still pending on tp
-	e.Kill()
+	e.kill()
 
 	e = openEngine(t, dir, Options{})
 	defer e.Close()
@@ -231,12 +231,12 @@ func TestOffsetsTransactional(t *testing.T) {
 	// The producer's sequence continues after the restart.
 	commitTxn(21)
 	p = offsetsPart(t, e, group)
-	if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: true}); err != nil {
+	if _, err := p.writeMarkerDurable(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: true}); err != nil {
 		t.Fatal(err)
 	}
 	wantOffsets(t, e, group, true, map[TopicPartition]OffsetAndMetadata{tp: {21, "txn"}, tp2: {30, "p2"}})
 	// Aborted transactions stay dropped after a replay.
-	e.Kill()
+	e.kill()
 	e = openEngine(t, dir, Options{})
 	wantOffsets(t, e, group, true, map[TopicPartition]OffsetAndMetadata{tp: {21, "txn"}, tp2: {30, "p2"}})
 }
@@ -250,17 +250,17 @@ func TestOffsetsMarkerBeforeRegistration(t *testing.T) {
 	tp := TopicPartition{"t", 0}
 	commit := true
 	e.opts.private.offsetsAppendedHook = func(p *Partition, pid int64, epoch int16) {
-		if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: commit}); err != nil {
+		if _, err := p.writeMarkerDurable(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: commit}); err != nil {
 			t.Error(err)
 		}
 	}
-	pid, epoch, _ := e.InitProducerID()
-	if err := e.TxnCommitOffsets("g", pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {7, ""}}); err != nil {
+	pid, epoch, _ := e.initProducerID()
+	if err := e.Frontend().TxnCommitOffsets("g", pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {7, ""}}); err != nil {
 		t.Fatal(err)
 	}
 	wantOffsets(t, e, "g", true, map[TopicPartition]OffsetAndMetadata{tp: {7, ""}})
 	commit = false
-	if err := e.TxnCommitOffsets("g", pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {8, ""}}); err != nil {
+	if err := e.Frontend().TxnCommitOffsets("g", pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {8, ""}}); err != nil {
 		t.Fatal(err)
 	}
 	wantOffsets(t, e, "g", true, map[TopicPartition]OffsetAndMetadata{tp: {7, ""}})
@@ -273,34 +273,34 @@ func TestOffsetsConcurrentMarkers(t *testing.T) {
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	const group = "g"
-	if _, err := e.FetchOffsets(group, nil, false); err != nil { // opens the store
+	if _, err := e.fetchOffsets(group, nil, false); err != nil { // opens the store
 		t.Fatal(err)
 	}
 	p := offsetsPart(t, e, group)
 	var wg sync.WaitGroup
 	for w := range 4 {
-		pid, epoch, _ := e.InitProducerID()
+		pid, epoch, _ := e.initProducerID()
 		tp := TopicPartition{"t", int32(w)}
 		wg.Go(func() {
 			for i := range 50 {
 				var inner sync.WaitGroup
 				inner.Go(func() {
-					if err := e.TxnCommitOffsets(group, pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {int64(i), ""}}); err != nil {
+					if err := e.Frontend().TxnCommitOffsets(group, pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {int64(i), ""}}); err != nil {
 						t.Error(err)
 					}
 				})
 				inner.Go(func() {
-					if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: i%3 != 0}); err != nil {
+					if _, err := p.writeMarkerDurable(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: i%3 != 0}); err != nil {
 						t.Error(err)
 					}
 				})
-				_, _ = e.FetchOffsets(group, []TopicPartition{tp}, true)
+				_, _ = e.fetchOffsets(group, []TopicPartition{tp}, true)
 				inner.Wait()
 			}
 		})
 	}
 	wg.Wait()
-	if len(storeOf(e).parts[GroupPartition(group)].committed[group]) == 0 {
+	if len(storeOf(e).parts[groupPartition(group)].committed[group]) == 0 {
 		t.Error("nothing committed")
 	}
 	liveIsReplayed(t, e, dir, group)
@@ -326,33 +326,33 @@ func TestMarkerInTombstoneWindowLostAgainstDeletedOffset(t *testing.T) {
 	e := openEngine(t, dir, Options{})
 	const g = "g"
 	tp := TopicPartition{"t", 0}
-	pid, epoch, err := e.InitProducerID()
+	pid, epoch, err := e.initProducerID()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.TxnCommitOffsets(g, pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {7, "txn"}}); err != nil {
+	if err := e.Frontend().TxnCommitOffsets(g, pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {7, "txn"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.CommitOffsets(g, map[TopicPartition]OffsetAndMetadata{tp: {9, "plain"}}); err != nil {
+	if err := e.Frontend().CommitOffsets(g, map[TopicPartition]OffsetAndMetadata{tp: {9, "plain"}}); err != nil {
 		t.Fatal(err)
 	}
 	e.opts.private.offsetsTombstonedHook = func(p *Partition) {
-		if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: true}); err != nil {
+		if _, err := p.writeMarkerDurable(producer.Marker{ProducerID: pid, Epoch: epoch, Commit: true}); err != nil {
 			t.Error(err)
 		}
 	}
-	if had, err := e.DeleteGroupOffsets(g); err != nil || !had {
+	if had, err := e.deleteGroupOffsets(g); err != nil || !had {
 		t.Fatalf("delete: %v %v", had, err)
 	}
 	e.opts.private.offsetsTombstonedHook = nil
-	live, err := e.FetchOffsets(g, []TopicPartition{tp}, true)
+	live, err := e.fetchOffsets(g, []TopicPartition{tp}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.Kill()
+	e.kill()
 	e = openEngine(t, dir, Options{})
 	defer e.Close()
-	replayed, err := e.FetchOffsets(g, []TopicPartition{tp}, true)
+	replayed, err := e.fetchOffsets(g, []TopicPartition{tp}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,8 +390,8 @@ func TestGroupPartitionInvalidUTF8MatchesJava(t *testing.T) {
 			t.Errorf("hashCode(%q) = %d, want %d (Java)", c.group, h, c.hash)
 		}
 		want := int(c.hash) % ConsumerOffsetsPartitions
-		if p := GroupPartition(c.group); p != want {
-			t.Errorf("GroupPartition(%q) = %d, want %d (Kafka)", c.group, p, want)
+		if p := groupPartition(c.group); p != want {
+			t.Errorf("groupPartition(%q) = %d, want %d (Kafka)", c.group, p, want)
 		}
 	}
 }

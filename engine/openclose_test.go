@@ -52,7 +52,7 @@ func TestOpenRecoversPartitionsInParallelAndLogsProgress(t *testing.T) {
 			}
 		}
 	}
-	e.Kill()
+	e.kill()
 
 	var logged lockedBuffer
 	opts := Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))}
@@ -67,7 +67,7 @@ func TestOpenRecoversPartitionsInParallelAndLogsProgress(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := p.Log().HighWatermark(); got != int64(i+1) {
+		if got := p.log.HighWatermark(); got != int64(i+1) {
 			t.Errorf("partition %d recovered with %d records, want %d", i, got, i+1)
 		}
 	}

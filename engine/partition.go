@@ -28,8 +28,11 @@ type Partition struct {
 	topic   string
 	index   int
 	topicID [16]byte // set before the partition is published, then fixed
-	log     *partition.Log
-	opts    *Options
+	// internal: one of the engine's own topics (IsInternalTopic), which
+	// Append refuses: their records are the engine's state.
+	internal bool
+	log      *partition.Log
+	opts     *Options
 	// deleted is set by DeleteTopic before it closes the log, so that
 	// operations in flight fail with ErrUnknownTopicOrPartition.
 	deleted atomic.Bool
@@ -57,7 +60,7 @@ type Partition struct {
 }
 
 // recordCheckers are the Decoders that check client batches' records
-// (writeVerified): a compressed batch inflates into one's buffer, kept for
+// (write): a compressed batch inflates into one's buffer, kept for
 // the next.
 var recordCheckers = sync.Pool{New: func() any { return new(batch.Decoder) }}
 
@@ -86,8 +89,8 @@ func openPartition(dir, topic string, index int, opts *Options, engineClosed *at
 	// The producer table is capped only after the load: a rebuild from
 	// the log never refuses what the log holds (MaxProducersPerPartition
 	// lowered since, say). (Without this: the open failed.)
-	p = &Partition{topic: topic, index: index, opts: opts, engineClosed: engineClosed, txns: newOpenTxns(),
-		producers: &producerTable{}}
+	p = &Partition{topic: topic, index: index, internal: IsInternalTopic(topic), opts: opts, engineClosed: engineClosed,
+		txns: newOpenTxns(), producers: &producerTable{}}
 	lopts := opts.Partition
 	lopts.Snapshot = p.snapshotImage
 	// A partition closed cleanly stays dormant until first used: an idle
@@ -107,6 +110,16 @@ func openPartition(dir, topic string, index int, opts *Options, engineClosed *at
 		return nil, false, fmt.Errorf("cannot open partition %s-%d: %w", topic, index, err)
 	}
 	p.log = l
+	// A partition never written has no producer state: its directory's
+	// listing, which the log just read, held no snapshot.
+	if l.Fresh() {
+		p.producers.SetMaxEntries(opts.MaxProducersPerPartition)
+		if p.topicID, hasID, err = readPartitionMetadata(dir); err != nil {
+			l.Close()
+			return nil, false, err
+		}
+		return p, hasID, nil
+	}
 	if err := p.loadProducers(dir); err != nil {
 		// Not Close: a clean close would have the next open trust the
 		// producer state and aborted-transaction index this load did not
@@ -129,8 +142,43 @@ func openPartition(dir, topic string, index int, opts *Options, engineClosed *at
 	return p, hasID, nil
 }
 
-// Log returns the partition's log, for reads.
-func (p *Partition) Log() *partition.Log { return p.log }
+// newPartition opens a partition whose directory createPartitionDirs has
+// just made (its topic.config holding cfg, its partition.metadata id):
+// from what the creation knows, without reading the directory back. An
+// empty log has no producer state to load nor recovery to finish.
+func newPartition(dir, topic string, index int, cfg map[string]string, id [16]byte, opts *Options, engineClosed *atomic.Bool) (*Partition, error) {
+	p := &Partition{topic: topic, index: index, internal: IsInternalTopic(topic), topicID: id, opts: opts, engineClosed: engineClosed, txns: newOpenTxns(),
+		producers: &producerTable{}}
+	lopts := opts.Partition
+	lopts.Snapshot = p.snapshotImage
+	lopts.Lazy = true
+	settings, err := p.settingsFor(&lopts, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open partition %s-%d: %w", topic, index, err)
+	}
+	p.settings.Store(settings)
+	if p.log, err = partition.OpenEmpty(dir, lopts); err != nil {
+		return nil, fmt.Errorf("cannot open partition %s-%d: %w", topic, index, err)
+	}
+	p.producers.SetMaxEntries(opts.MaxProducersPerPartition)
+	return p, nil
+}
+
+// HighWatermark is the offset after the last record readers may see.
+func (p *Partition) HighWatermark() int64 { return p.log.HighWatermark() }
+
+// LogStartOffset is the first offset still in the log (retention and
+// DeleteRecordsBefore move it up).
+func (p *Partition) LogStartOffset() int64 { return p.log.LogStartOffset() }
+
+// LogEndOffset is the offset the next append gets. Under
+// Options.DurableVisibility it may be above HighWatermark until a sync.
+func (p *Partition) LogEndOffset() int64 { return p.log.LogEndOffset() }
+
+// WaitDurable waits until the offsets below end hold the sync policy's
+// promise (for SyncAlways: synced to disk). Append waits by itself; this is
+// for callers of Frontend.AppendNoWait.
+func (p *Partition) WaitDurable(end int64) error { return p.gone(p.log.WaitDurable(end)) }
 
 // Advanced returns a channel closed at the next rise of the partition's
 // high watermark, or when the partition is closed or deleted: see
@@ -142,8 +190,6 @@ func (p *Partition) Log() *partition.Log { return p.log }
 // callback, which precedes the publication).
 func (p *Partition) Advanced() <-chan struct{} { return p.log.Advanced() }
 
-// gone turns a closed log's error into ErrUnknownTopicOrPartition when the
-// partition was deleted: what a client retries after a metadata refresh.
 // DeleteRecordsBefore is Kafka's DeleteRecords on the partition: the log
 // start moves up to offset (-1: the high watermark), the segments wholly
 // below it are deleted, and it returns the log start after the call (the
@@ -167,6 +213,8 @@ func (p *Partition) DeleteRecordsBefore(offset int64) (int64, error) {
 	return p.log.LogStartOffset(), nil
 }
 
+// gone turns a closed log's error into ErrUnknownTopicOrPartition when the
+// partition was deleted: what a client retries after a metadata refresh.
 func (p *Partition) gone(err error) error {
 	if err == nil || !errors.Is(err, partition.ErrClosed) {
 		return err
@@ -196,16 +244,15 @@ func (p *Partition) Index() int    { return p.index }
 // CreateTime batch with its records' largest, CRC resealed), as Kafka's
 // validator stores it; b itself is not modified.
 func (p *Partition) Append(b []byte) (AppendResult, error) {
-	return p.appendWith(b, p.write)
+	if p.internal {
+		return AppendResult{}, fmt.Errorf("cannot append to internal topic %q: %w", p.topic, ErrInternalTopic)
+	}
+	return p.appendWait(b, writeOpts{})
 }
 
-// appendBuilt is Append for a batch a Builder sealed in this call.
-func (p *Partition) appendBuilt(b []byte) (AppendResult, error) {
-	return p.appendWith(b, p.writeBuilt)
-}
-
-func (p *Partition) appendWith(b []byte, write func([]byte) (AppendResult, bool, error)) (AppendResult, error) {
-	res, wait, err := write(b)
+// appendWait is write followed by the wait for the sync policy's promise.
+func (p *Partition) appendWait(b []byte, o writeOpts) (AppendResult, error) {
+	res, wait, err := p.write(b, o)
 	if err != nil {
 		return AppendResult{}, p.gone(err)
 	}
@@ -217,25 +264,22 @@ func (p *Partition) appendWith(b []byte, write func([]byte) (AppendResult, bool,
 	return res, nil
 }
 
+// writeOpts says how write checks a batch. The zero value is a client's
+// produce, checked in full.
+type writeOpts struct {
+	// built: a Producer's Builder sealed the batch in this call, so
+	// batch.ValidateBuilt's checks suffice (every check but the CRC, just
+	// computed; the records are well formed by construction).
+	built bool
+	// ver, if set, is a front end's verification of a transactional batch
+	// (see Frontend.AppendNoWaitVerified).
+	ver *Verification
+}
+
 // write is Append without the wait for durability: when wait is true the
 // caller must WaitDurable(res.LastOffset+1) before acknowledging.
-func (p *Partition) write(b []byte) (res AppendResult, wait bool, err error) {
-	return p.writeChecked(b, true)
-}
-
-// writeBuilt is write for a batch that a Producer's Builder sealed in this
-// call (batch.ValidateBuilt: every check but the CRC, just computed).
-func (p *Partition) writeBuilt(b []byte) (res AppendResult, wait bool, err error) {
-	return p.writeChecked(b, false)
-}
-
-func (p *Partition) writeChecked(b []byte, untrusted bool) (res AppendResult, wait bool, err error) {
-	return p.writeVerified(b, untrusted, nil)
-}
-
-// writeVerified is writeChecked with a verification (ver not nil): see
-// AppendNoWaitVerified.
-func (p *Partition) writeVerified(b []byte, untrusted bool, ver *Verification) (res AppendResult, wait bool, err error) {
+func (p *Partition) write(b []byte, o writeOpts) (res AppendResult, wait bool, err error) {
+	untrusted := !o.built
 	validate := batch.ValidateBuilt
 	if untrusted {
 		validate = batch.ValidateProduce
@@ -311,7 +355,7 @@ func (p *Partition) writeVerified(b []byte, untrusted bool, ver *Verification) (
 		}
 		return AppendResult{BaseOffset: r.BaseOffset, LastOffset: r.LastOffset, LogAppendTime: appendTime}, wait, nil
 	}
-	res, wait, err = p.appendIdempotent(v, ver)
+	res, wait, err = p.appendIdempotent(v, o.ver)
 	res.LogAppendTime = appendTime
 	if res.Duplicate && st.logAppendTime {
 		res.LogAppendTime = res.dupTimestamp
@@ -504,7 +548,7 @@ func (p *Partition) expired(lastTimestamp int64, now time.Time) bool {
 // ProducerIDExpiration (by their last batch's timestamp), except those with
 // an open transaction. A producer that comes back afterwards is unknown:
 // any sequence is accepted again, which is why the expiration is long.
-func (p *Partition) ExpireProducers() int {
+func (p *Partition) expireProducers() int {
 	now := p.opts.Now()
 	n := p.producers.Sweep(func(pid int64, s *pidtable.State) bool {
 		keep := s.TxnFirstOffset() >= 0 || !p.expired(s.LastTimestamp, now)
@@ -589,13 +633,13 @@ func (p *Partition) replayBatch(b batch.Batch) error {
 	return nil
 }
 
-// WriteMarker appends a transaction marker (a COMMIT or ABORT control
-// batch) for a producer, as the transaction coordinator does at the end of
-// a transaction; it checks the producer's epoch and the coordinator epoch
-// (Kafka's coordinator origin: no sequence checks). A marker moves the
-// producer to its epoch, so a bumped marker fences the producer's older
-// instance.
-func (p *Partition) WriteMarker(m producer.Marker) (AppendResult, error) {
+// writeMarkerDurable appends a transaction marker (a COMMIT or ABORT
+// control batch) for a producer, as the transaction coordinator does at the
+// end of a transaction, and waits for the sync policy's promise; it checks
+// the producer's epoch and the coordinator epoch (Kafka's coordinator
+// origin: no sequence checks). A marker moves the producer to its epoch, so
+// a bumped marker fences the producer's older instance.
+func (p *Partition) writeMarkerDurable(m producer.Marker) (AppendResult, error) {
 	res, wait, err := p.writeMarker(m)
 	if err == nil && wait {
 		err = p.gone(p.log.WaitDurable(res.LastOffset + 1))
@@ -606,7 +650,7 @@ func (p *Partition) WriteMarker(m producer.Marker) (AppendResult, error) {
 	return res, nil
 }
 
-// writeMarker is WriteMarker without the wait for the sync policy: when
+// writeMarker is writeMarkerDurable without the wait for the sync policy: when
 // wait is true the caller must WaitDurable(res.LastOffset+1).
 func (p *Partition) writeMarker(m producer.Marker) (res AppendResult, wait bool, err error) {
 	ent, created, err := p.producers.Acquire(m.ProducerID)

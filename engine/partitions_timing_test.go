@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemlog/idemlog/batch"
+	"golang.org/x/sys/unix"
 )
 
 // openFDs counts the process's open descriptors.
@@ -86,6 +87,34 @@ func liveHeap() uint64 {
 	return ms.HeapAlloc
 }
 
+// rawCreateDirs is the floor a creation of n partitions stands on: n
+// directories of two small files, written one after the other and made
+// durable by one syncfs, with nothing else (no temporary name, intent or
+// rename, no partition opened).
+func rawCreateDirs(tb testing.TB, dir string, n int) {
+	tb.Helper()
+	data := []byte("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n")
+	for i := range n {
+		d := filepath.Join(dir, "t-"+strconv.Itoa(i))
+		if err := os.Mkdir(d, 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		for _, name := range []string{partitionMetadataFile, topicConfigFile} {
+			if err := os.WriteFile(filepath.Join(d, name), data, 0o644); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Syncfs(int(f.Fd())); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // BenchmarkPartitionsLifecycle measures, for a topic of N empty partitions
 // in a fresh data dir: CreateTopic, a clean Close, a clean Open, a second
 // Close, and what each idle partition costs once the data dir is open
@@ -94,20 +123,27 @@ func liveHeap() uint64 {
 // process's resident set with the data dir open again). Run it with
 // -benchtime=1x: one lifecycle is one op. The -cpu-s metrics are the
 // process's CPU time (user and system) over the phase: on a shared
-// machine, the work done as against the wait for a core.
+// machine, the work done as against the wait for a core. raw-create-*
+// is rawCreateDirs of as many directories in the same run, and
+// create-cpu-x-raw the creation's CPU over it.
 func BenchmarkPartitionsLifecycle(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
 		b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) {
 			var create, close1, open, close2 time.Duration
-			var createCPU, openCPU time.Duration
+			var createCPU, openCPU, raw, rawCPU time.Duration
 			var heap, fds, goroutines, disk, diskOpen, rss float64
 			for range b.N {
+				rawDir := b.TempDir()
+				t0, c0 := time.Now(), cpuTime()
+				rawCreateDirs(b, rawDir, n)
+				raw += time.Since(t0)
+				rawCPU += cpuTime() - c0
 				dir := b.TempDir()
 				e, err := Open(dir, Options{MaxPartitions: -1})
 				if err != nil {
 					b.Fatal(err)
 				}
-				t0, c0 := time.Now(), cpuTime()
+				t0, c0 = time.Now(), cpuTime()
 				if err := e.CreateTopic("t", n); err != nil {
 					b.Fatal(err)
 				}
@@ -142,6 +178,9 @@ func BenchmarkPartitionsLifecycle(b *testing.B) {
 			per := float64(b.N)
 			b.ReportMetric(create.Seconds()/per, "create-s")
 			b.ReportMetric(createCPU.Seconds()/per, "create-cpu-s")
+			b.ReportMetric(raw.Seconds()/per, "raw-create-s")
+			b.ReportMetric(rawCPU.Seconds()/per, "raw-create-cpu-s")
+			b.ReportMetric(createCPU.Seconds()/rawCPU.Seconds(), "create-cpu-x-raw")
 			b.ReportMetric(openCPU.Seconds()/per, "open-cpu-s")
 			b.ReportMetric(close1.Seconds()/per, "close-s")
 			b.ReportMetric(open.Seconds()/per, "open-s")

@@ -56,7 +56,7 @@ func TestPIDWatermarkLostAbovePartitionState(t *testing.T) {
 	if res.BaseOffset != 1 {
 		t.Fatalf("new producer's batch at offset %d, want 1 (written after the old one)", res.BaseOffset)
 	}
-	if hw := p.Log().HighWatermark(); hw != 2 {
+	if hw := p.log.HighWatermark(); hw != 2 {
 		t.Fatalf("high watermark %d, want 2", hw)
 	}
 }
@@ -67,7 +67,7 @@ func TestPIDWatermarkLostAboveTransactionalIDs(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
-	c, err := e.Coordinator()
+	c, err := e.coordinator()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestPIDWatermarkLostAboveTransactionalIDs(t *testing.T) {
 	}
 
 	e = openEngine(t, dir, Options{})
-	pid, _, err := e.InitProducerID()
+	pid, _, err := e.initProducerID()
 	if err != nil {
 		t.Fatal(err)
 	}

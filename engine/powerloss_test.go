@@ -25,9 +25,9 @@ func cutPower(t *testing.T, e *Engine) {
 	}
 	var logs []synced
 	for _, p := range e.Partitions() {
-		logs = append(logs, synced{p.Log().Dir(), p.Log().RecoveryPoint()})
+		logs = append(logs, synced{p.log.Dir(), p.log.RecoveryPoint()})
 	}
-	e.Kill()
+	e.kill()
 	for _, l := range logs {
 		dropUnsynced(t, l.dir, l.end)
 	}

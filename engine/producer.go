@@ -43,7 +43,7 @@ type producerPartition struct {
 
 // NewProducer returns an idempotent producer with a fresh producer id.
 func (e *Engine) NewProducer() (*Producer, error) {
-	pid, epoch, err := e.InitProducerID()
+	pid, epoch, err := e.initProducerID()
 	if err != nil {
 		return nil, err
 	}
@@ -68,6 +68,11 @@ func (pr *Producer) partition(p *Partition) *producerPartition {
 // Send seals the records in bld as the producer's next batch for p and
 // appends it, resending the same bytes after a retriable failure. It
 // returns once the partition's sync policy acknowledges the batch.
+//
+// Once the batch is written, bld is cleared (batch.Builder.Clear): the
+// records appended to it next make the next batch, and a record is never
+// sent twice by reusing the builder. After a failure nothing was written
+// and bld keeps its records, for a retry.
 func (pr *Producer) Send(p *Partition, bld *batch.Builder) (AppendResult, error) {
 	pp := pr.partition(p)
 	pp.inFlight <- struct{}{}
@@ -88,7 +93,7 @@ func (pr *Producer) Send(p *Partition, bld *batch.Builder) (AppendResult, error)
 	var res AppendResult
 	var wait bool
 	for attempt := 0; ; attempt++ {
-		res, wait, err = p.writeBuilt(b)
+		res, wait, err = p.write(b, writeOpts{built: true})
 		if err == nil || !retriable(err) || attempt >= pr.Retries {
 			break
 		}
@@ -96,6 +101,7 @@ func (pr *Producer) Send(p *Partition, bld *batch.Builder) (AppendResult, error)
 	}
 	if err == nil {
 		pp.next = batch.NextSequence(b.LastSequence())
+		bld.Clear()
 	}
 	// On failure nothing was written (the engine writes all or nothing), so
 	// the sequence is reused by the next batch.

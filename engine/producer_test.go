@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,11 +41,11 @@ func TestRestartKeepsProducerLastTimestamp(t *testing.T) {
 	if _, err := p.Append(producerTestBatch(t, pid, 0, 0, 2, t0.Add(-50*time.Minute).UnixMilli(), true)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.WriteMarker(producer.Marker{ProducerID: pid, Epoch: 0, CoordinatorEpoch: 0, Commit: true}); err != nil {
+	if _, err := p.writeMarkerDurable(producer.Marker{ProducerID: pid, Epoch: 0, CoordinatorEpoch: 0, Commit: true}); err != nil {
 		t.Fatal(err)
 	}
 	clock.Store(t0.Add(30 * time.Minute).UnixMilli())
-	if n := p.ExpireProducers(); n != 0 || p.Producers() != 1 {
+	if n := p.expireProducers(); n != 0 || p.Producers() != 1 {
 		t.Fatalf("before restart: expired %d, producers %d", n, p.Producers())
 	}
 	// Before restart: a gap is out of order.
@@ -76,7 +77,7 @@ func TestEngineNegativeEpochRejected(t *testing.T) {
 	p, _ := e.Partition("t", 0)
 	r, err := p.Append(producerTestBatch(t, 3, -7, 0, 1, time.Now().UnixMilli(), false))
 	if !errors.Is(err, producer.ErrInvalidProducerEpoch) {
-		t.Fatalf("epoch -7: result %+v err %v, want ErrInvalidProducerEpoch; LEO %d", r, err, p.Log().LogEndOffset())
+		t.Fatalf("epoch -7: result %+v err %v, want ErrInvalidProducerEpoch; LEO %d", r, err, p.log.LogEndOffset())
 	}
 }
 
@@ -112,7 +113,7 @@ func TestEngineRetryAfterWrapWrittenTwice(t *testing.T) {
 	if _, err := p.Append(mkz(0, 2)); !errors.Is(err, batch.ErrRecord) {
 		t.Fatalf("batch claiming 2 records, holding 1: %v, want ErrRecord", err)
 	}
-	if leo, n := p.Log().LogEndOffset(), p.Producers(); leo != 0 || n != 0 {
+	if leo, n := p.log.LogEndOffset(), p.Producers(); leo != 0 || n != 0 {
 		t.Fatalf("refused batches changed the partition: log end %d, %d producers", leo, n)
 	}
 	if _, err := p.Append(mkz(0, 1)); err != nil {
@@ -136,7 +137,7 @@ func TestVerifyThenAbortThenAppendHangs(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, _ := e.Partition("t", 0)
-	c, err := e.Coordinator()
+	c, err := e.coordinator()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,16 +145,16 @@ func TestVerifyThenAbortThenAppendHangs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp := TopicPartitionRef{Topic: "t", Partition: 0}
-	if err := c.AddPartitions("x", pid, epoch, []TopicPartitionRef{tp}, false); err != nil {
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	if err := c.AddPartitions("x", pid, epoch, []TopicPartition{tp}, false); err != nil {
 		t.Fatal(err)
 	}
 	b := producerTestBatch(t, pid, epoch, 0, 1, time.Now().UnixMilli(), true)
 	// Produce handler, step 1: not open in the partition -> verify.
-	if p.TxnOpen(pid, epoch) {
+	if p.txnOpen(pid, epoch) {
 		t.Fatal("open before any data")
 	}
-	ver := p.BeginVerification(pid)
+	ver := p.beginVerification(pid)
 	if err := c.Verify("x", pid, epoch, tp); err != nil {
 		t.Fatal(err)
 	}
@@ -162,33 +163,33 @@ func TestVerifyThenAbortThenAppendHangs(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Produce handler, step 2: the append.
-	_, _, err = p.AppendNoWaitVerified(b, ver)
+	_, _, err = p.appendNoWaitVerified(b, ver)
 	_, _, state, _ := c.State("x")
 	if !errors.Is(err, ErrInvalidTxnState) {
 		t.Errorf("append after abort: %v, want INVALID_TXN_STATE; coordinator state %v, partition LSO %d, HW %d",
-			err, state, p.LastStableOffset(), p.Log().HighWatermark())
+			err, state, p.LastStableOffset(), p.log.HighWatermark())
 	}
-	if p.LastStableOffset() != p.Log().HighWatermark() {
-		t.Fatalf("LSO %d below HW %d: a transaction was left open", p.LastStableOffset(), p.Log().HighWatermark())
+	if p.LastStableOffset() != p.log.HighWatermark() {
+		t.Fatalf("LSO %d below HW %d: a transaction was left open", p.LastStableOffset(), p.log.HighWatermark())
 	}
 
 	// The next transaction, verified with no end in between, appends; a
 	// batch that continues it needs no token (the zero Verification).
-	if err := c.AddPartitions("x", pid, epoch, []TopicPartitionRef{tp}, false); err != nil {
+	if err := c.AddPartitions("x", pid, epoch, []TopicPartition{tp}, false); err != nil {
 		t.Fatal(err)
 	}
-	ver = p.BeginVerification(pid)
+	ver = p.beginVerification(pid)
 	if err := c.Verify("x", pid, epoch, tp); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := p.AppendNoWaitVerified(b, ver); err != nil {
+	if _, _, err := p.appendNoWaitVerified(b, ver); err != nil {
 		t.Fatalf("verified append: %v", err)
 	}
-	if !p.TxnOpen(pid, epoch) {
+	if !p.txnOpen(pid, epoch) {
 		t.Fatal("no transaction open after the verified append")
 	}
 	b2 := producerTestBatch(t, pid, epoch, 1, 1, time.Now().UnixMilli(), true)
-	if _, _, err := p.AppendNoWaitVerified(b2, Verification{}); err != nil {
+	if _, _, err := p.appendNoWaitVerified(b2, Verification{}); err != nil {
 		t.Fatalf("append continuing the open transaction: %v", err)
 	}
 	// Seen open, then ended before the append: the zero Verification
@@ -197,23 +198,23 @@ func TestVerifyThenAbortThenAppendHangs(t *testing.T) {
 		t.Fatal(err)
 	}
 	b3 := producerTestBatch(t, pid, epoch, 2, 1, time.Now().UnixMilli(), true)
-	if _, _, err := p.AppendNoWaitVerified(b3, Verification{}); !errors.Is(err, ErrInvalidTxnState) {
+	if _, _, err := p.appendNoWaitVerified(b3, Verification{}); !errors.Is(err, ErrInvalidTxnState) {
 		t.Fatalf("unverified append opening a transaction: %v, want INVALID_TXN_STATE", err)
 	}
 	// A token taken before the commit's marker is stale too.
-	if _, _, err := p.AppendNoWaitVerified(b3, ver); !errors.Is(err, ErrInvalidTxnState) {
+	if _, _, err := p.appendNoWaitVerified(b3, ver); !errors.Is(err, ErrInvalidTxnState) {
 		t.Fatalf("append with a token older than the last marker: %v, want INVALID_TXN_STATE", err)
 	}
 	// A refused append changed nothing: the retry with a fresh
 	// verification of a new transaction appends at sequence 2.
-	if err := c.AddPartitions("x", pid, epoch, []TopicPartitionRef{tp}, false); err != nil {
+	if err := c.AddPartitions("x", pid, epoch, []TopicPartition{tp}, false); err != nil {
 		t.Fatal(err)
 	}
-	ver = p.BeginVerification(pid)
+	ver = p.beginVerification(pid)
 	if err := c.Verify("x", pid, epoch, tp); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := p.AppendNoWaitVerified(b3, ver); err != nil {
+	if _, _, err := p.appendNoWaitVerified(b3, ver); err != nil {
 		t.Fatalf("verified append after refusals: %v", err)
 	}
 }
@@ -257,5 +258,70 @@ func TestReopenWithLowerProducerLimit(t *testing.T) {
 	}
 	if _, err := p.Append(idem(t, 4, 0, 0, 1, now)); err == nil {
 		t.Fatal("a new producer was taken above the cap")
+	}
+}
+
+// readAllValues returns the values of p's records, in offset order, as a
+// read_uncommitted consumer sees them.
+func readAllValues(t *testing.T, e *Engine, p *Partition) []string {
+	t.Helper()
+	c := e.NewConsumer("", ReadUncommitted)
+	if err := c.Assign(p); err != nil {
+		t.Fatal(err)
+	}
+	var vals []string
+	for c.Position(p) < p.HighWatermark() {
+		if _, err := c.Poll(p, 1<<20, func(r *batch.Record) error {
+			vals = append(vals, string(r.Value))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return vals
+}
+
+// TestSendClearsBuilder: Send used to leave the builder's records in
+// place, so a program that appended more records to the same builder and
+// sent again wrote the first records a second time, under new sequence
+// numbers the broker rules cannot tell from new data: a duplicate made by
+// the API itself. Send now clears the builder once its batch is written.
+func TestSendClearsBuilder(t *testing.T) {
+	e := openEngine(t, t.TempDir(), Options{})
+	defer e.Close()
+	if err := e.CreateTopic("t", 2); err != nil {
+		t.Fatal(err)
+	}
+	idem, txn := mustPartition(t, e, "t", 0), mustPartition(t, e, "t", 1)
+	pr, err := e.NewProducer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := e.NewTransactionalProducer("x", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sends := map[*Partition]func(*Partition, *batch.Builder) (AppendResult, error){idem: pr.Send, txn: tp.Send}
+	for p, send := range sends {
+		bld := batch.NewBuilder(batch.CodecNone)
+		bld.Append(1, nil, []byte("a"), nil)
+		if _, err := send(p, bld); err != nil {
+			t.Fatal(err)
+		}
+		if bld.Count() != 0 {
+			t.Fatalf("%s-%d: builder holds %d records after Send, want 0", p.topic, p.index, bld.Count())
+		}
+		bld.Append(2, nil, []byte("b"), nil)
+		if _, err := send(p, bld); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tp.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for p := range sends {
+		if got := strings.Join(readAllValues(t, e, p), ","); got != "a,b" {
+			t.Errorf("%s-%d holds %q, want \"a,b\" (each record once)", p.topic, p.index, got)
+		}
 	}
 }

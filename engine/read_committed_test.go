@@ -52,7 +52,7 @@ func readCommittedModel(t *testing.T, seed uint64) {
 	offOf := map[uint32]int64{}
 	next := uint32(1)
 	readCheck := func(what string) {
-		ls := p.Log().LogStartOffset()
+		ls := p.log.LogStartOffset()
 		lso := p.LastStableOffset()
 		var want []rec
 		for _, v := range visible {
@@ -94,7 +94,7 @@ func readCommittedModel(t *testing.T, seed uint64) {
 			readCheck(fmt.Sprint("op ", op))
 		}
 		if testing.Verbose() && seedTrace {
-			t.Logf("op %d hw %d ls %d", op, p.Log().HighWatermark(), p.Log().LogStartOffset())
+			t.Logf("op %d hw %d ls %d", op, p.log.HighWatermark(), p.log.LogStartOffset())
 		}
 		switch k := r.IntN(10); {
 		case k < 5:
@@ -140,7 +140,7 @@ func readCommittedModel(t *testing.T, seed uint64) {
 			if seedTrace {
 				t.Logf("marker pid %d commit %v", pi+1, commit)
 			}
-			if _, err := p.WriteMarker(producer.Marker{ProducerID: int64(pi + 1), Commit: commit}); err != nil {
+			if _, err := p.writeMarkerDurable(producer.Marker{ProducerID: int64(pi + 1), Commit: commit}); err != nil {
 				t.Fatal(err)
 			}
 			if commit {
@@ -150,14 +150,14 @@ func readCommittedModel(t *testing.T, seed uint64) {
 			}
 			open[pi], inTxn[pi] = nil, false
 		case k == 9 && r.IntN(2) == 0:
-			hw := p.Log().HighWatermark()
-			ls := p.Log().LogStartOffset()
+			hw := p.log.HighWatermark()
+			ls := p.log.LogStartOffset()
 			if hw > ls {
 				to := ls + int64(r.IntN(int(hw-ls)+1))
 				if seedTrace {
 					t.Logf("DeleteRecordsBefore(%d)", to)
 				}
-				if err := p.Log().DeleteRecordsBefore(to); err != nil {
+				if err := p.log.DeleteRecordsBefore(to); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -167,7 +167,7 @@ func readCommittedModel(t *testing.T, seed uint64) {
 				t.Logf("restart kill=%v", kill)
 			}
 			if kill {
-				e.Kill()
+				e.kill()
 			} else if err := e.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -178,7 +178,7 @@ func readCommittedModel(t *testing.T, seed uint64) {
 	for pi := range nprod {
 		if inTxn[pi] {
 			commit := r.IntN(2) == 0
-			if _, err := p.WriteMarker(producer.Marker{ProducerID: int64(pi + 1), Commit: commit}); err != nil {
+			if _, err := p.writeMarkerDurable(producer.Marker{ProducerID: int64(pi + 1), Commit: commit}); err != nil {
 				t.Fatal(err)
 			}
 			if commit {
@@ -194,7 +194,7 @@ func readCommittedModel(t *testing.T, seed uint64) {
 			visible[j], visible[j-1] = visible[j-1], visible[j]
 		}
 	}
-	ls := p.Log().LogStartOffset()
+	ls := p.log.LogStartOffset()
 	for len(visible) > 0 && visible[0].off < ls {
 		visible = visible[1:]
 	}
@@ -239,7 +239,7 @@ func TestConsumerDeliversRecordsBelowPosition(t *testing.T) {
 		if _, err := p.Append(readCommittedBatch(t, -1, 0, false, []uint32{0, 1, 2, 3, 4})); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.Log().DeleteRecordsBefore(3); err != nil {
+		if err := p.log.DeleteRecordsBefore(3); err != nil {
 			t.Fatal(err)
 		}
 		c := e.NewConsumer("", iso)

@@ -47,7 +47,7 @@ func TestReplaySnapshotWriteDiskFull(t *testing.T) {
 	if len(bases) < 3 {
 		t.Fatalf("setup: segments %v", bases)
 	}
-	e.Kill()
+	e.kill()
 	for _, b := range bases[1:] {
 		os.Remove(filepath.Join(pdir, segment.FileName(b, ".snapshot")))
 	}

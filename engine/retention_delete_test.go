@@ -23,7 +23,7 @@ func TestApplyRetentionSkipsDeletedTopic(t *testing.T) {
 			}
 		}
 	}
-	if _, err := e.ApplyRetention(); err != nil {
+	if _, err := e.applyRetention(); err != nil {
 		t.Fatalf("ApplyRetention with a topic deleted meanwhile: %v", err)
 	}
 	if !deleted {

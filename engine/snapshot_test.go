@@ -46,7 +46,7 @@ func TestMissingIndexAfterRetentionForgetsProducer(t *testing.T) {
 	pdir := filepath.Join(dir, "t-0")
 	bases := snapshotBases(t, pdir)
 	first := bases[2]
-	if err := p.Log().DeleteRecordsBefore(first); err != nil {
+	if err := p.log.DeleteRecordsBefore(first); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Close(); err != nil {
@@ -72,7 +72,7 @@ func TestMissingIndexAfterRetentionForgetsProducer(t *testing.T) {
 	e = openEngine(t, dir, opts)
 	defer e.Close()
 	p, _ = e.Partition("t", 0)
-	leo := p.Log().LogEndOffset()
+	leo := p.log.LogEndOffset()
 	r, err := p.Append(retry)
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func TestProducerLostAfterRollSnapshotCrashAndDeleteRecords(t *testing.T) {
 	dir, opts, e, _, retry := snapshotRetentionSetup(t, 2) // one roll
 	pdir := filepath.Join(dir, "t-0")
 	second := snapshotBases(t, pdir)[1]
-	e.Kill()
+	e.kill()
 	// The crash came after the seal's fsync, before the roll's snapshot
 	// and the recovery point's checkpoint were written.
 	for _, name := range []string{segment.FileName(second, ".snapshot"), "recovery-point-offset-checkpoint"} {
@@ -140,17 +140,17 @@ func TestProducerLostAfterRollSnapshotCrashAndDeleteRecords(t *testing.T) {
 	if r, err := p.Append(retry); err != nil || !r.Duplicate || r.BaseOffset != 0 {
 		t.Fatalf("setup: retry after the first crash: %+v %v, want a duplicate at 0", r, err)
 	}
-	if err := p.Log().DeleteRecordsBefore(second); err != nil {
+	if err := p.log.DeleteRecordsBefore(second); err != nil {
 		t.Fatal(err)
 	}
 	snaps, _ := producer.ListSnapshots(pdir)
 	t.Logf("after DeleteRecordsBefore(%d): segments %v, snapshots %v", second, snapshotBases(t, pdir), snaps)
-	e.Kill()
+	e.kill()
 
 	e = openEngine(t, dir, opts)
 	defer e.Close()
 	p, _ = e.Partition("t", 0)
-	leo := p.Log().LogEndOffset()
+	leo := p.log.LogEndOffset()
 	r, err := p.Append(retry)
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +183,7 @@ func TestProducerLostAfterPurgeRollCrash(t *testing.T) {
 	if r, err := p.Append(retry); err != nil || r.BaseOffset != 0 {
 		t.Fatal(r, err)
 	}
-	if err := p.Log().DeleteRecordsBefore(1); err != nil { // purge
+	if err := p.log.DeleteRecordsBefore(1); err != nil { // purge
 		t.Fatal(err)
 	}
 	pdir := filepath.Join(dir, "t-0")
@@ -208,7 +208,7 @@ func TestProducerLostAfterPurgeRollCrash(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(pdir, segment.FileName(1, ".snapshot"))); err != nil {
 		t.Fatalf("no snapshot at the roll's base 1 when the roll returned: %v", err)
 	}
-	e.Kill()
+	e.kill()
 	// As the files were before the roll's seal ran.
 	for name, b := range saved {
 		if err := os.WriteFile(filepath.Join(pdir, name), b, 0o644); err != nil {

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/idemlog/idemlog/batch"
-	"github.com/idemlog/idemlog/errcode"
 )
 
 // A topic's timestamp rules (Kafka's LogValidator, KIP-32, KIP-937):
@@ -24,11 +23,6 @@ import (
 //     that sets the attribute itself is refused (INVALID_TIMESTAMP), as
 //     Kafka refuses it; a retry that is deduplicated answers the original
 //     append's time.
-
-// ErrInvalidTimestamp: a record's timestamp outside the topic's bounds, or
-// a producer's batch claiming LogAppendTime on a LogAppendTime topic
-// (Kafka's INVALID_TIMESTAMP, 32).
-var ErrInvalidTimestamp = errcode.New(errcode.InvalidTimestamp, "invalid timestamp")
 
 // timestampsBounded reports whether s checks CreateTime records' range.
 func (s *topicSettings) timestampsBounded() bool {

@@ -36,7 +36,7 @@ func TestLogAppendTime(t *testing.T) {
 	now := time.UnixMilli(5_000_000)
 	e := openEngine(t, t.TempDir(), Options{Now: func() time.Time { return now }})
 	defer e.Close()
-	if err := e.CreateTopicWithConfig("lat", 1, map[string]string{"message.timestamp.type": "LogAppendTime"}); err != nil {
+	if err := e.CreateTopic("lat", 1, map[string]string{"message.timestamp.type": "LogAppendTime"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.CreateTopic("ct", 1); err != nil {
@@ -70,7 +70,7 @@ func TestLogAppendTime(t *testing.T) {
 	if _, err := p.Append(claimed); !errors.Is(err, ErrInvalidTimestamp) {
 		t.Fatalf("a producer's LogAppendTime batch: %v, want ErrInvalidTimestamp", err)
 	}
-	if hw := p.Log().HighWatermark(); hw != 3 {
+	if hw := p.log.HighWatermark(); hw != 3 {
 		t.Fatalf("high watermark %d after a refusal, want 3", hw)
 	}
 	// On a CreateTime topic the producer's timestamps stay, and the answer
@@ -92,11 +92,11 @@ func TestTimestampBounds(t *testing.T) {
 	now := time.UnixMilli(10_000_000)
 	e := openEngine(t, t.TempDir(), Options{Now: func() time.Time { return now }})
 	defer e.Close()
-	if err := e.CreateTopicWithConfig("b", 1, map[string]string{
+	if err := e.CreateTopic("b", 1, map[string]string{
 		"message.timestamp.before.max.ms": "1000", "message.timestamp.after.max.ms": "500"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.CreateTopicWithConfig("d", 1, map[string]string{"message.timestamp.difference.max.ms": "100"}); err != nil {
+	if err := e.CreateTopic("d", 1, map[string]string{"message.timestamp.difference.max.ms": "100"}); err != nil {
 		t.Fatal(err)
 	}
 	ms := now.UnixMilli()
@@ -125,14 +125,14 @@ func TestTimestampBounds(t *testing.T) {
 	}
 	for _, c := range cases {
 		p, _ := e.Partition(c.topic, 0)
-		before := p.Log().HighWatermark()
+		before := p.log.HighWatermark()
 		_, err := p.Append(build(c.ts...))
 		if c.ok && err != nil {
 			t.Errorf("%s %v: %v", c.topic, c.ts, err)
 		}
-		if !c.ok && (!errors.Is(err, ErrInvalidTimestamp) || p.Log().HighWatermark() != before) {
+		if !c.ok && (!errors.Is(err, ErrInvalidTimestamp) || p.log.HighWatermark() != before) {
 			t.Errorf("%s %v: %v (high watermark %d -> %d), want ErrInvalidTimestamp and nothing written",
-				c.topic, c.ts, err, before, p.Log().HighWatermark())
+				c.topic, c.ts, err, before, p.log.HighWatermark())
 		}
 	}
 	// A record without a timestamp passes every bound.
@@ -157,7 +157,7 @@ func TestLogAppendTimeAllocs(t *testing.T) {
 	}
 	e := openEngine(t, t.TempDir(), Options{})
 	defer e.Close()
-	if err := e.CreateTopicWithConfig("lat", 1, map[string]string{"message.timestamp.type": "LogAppendTime"}); err != nil {
+	if err := e.CreateTopic("lat", 1, map[string]string{"message.timestamp.type": "LogAppendTime"}); err != nil {
 		t.Fatal(err)
 	}
 	p, _ := e.Partition("lat", 0)

@@ -18,7 +18,7 @@ func TestDeleteTopicDeletesCommittedOffsets(t *testing.T) {
 		}
 	}
 	for _, g := range []string{"g1", "g2"} {
-		if err := e.CommitOffsets(g, map[TopicPartition]OffsetAndMetadata{
+		if err := e.Frontend().CommitOffsets(g, map[TopicPartition]OffsetAndMetadata{
 			{"t", 0}: {5, "a"}, {"t", 1}: {6, ""}, {"u", 0}: {7, "b"},
 		}); err != nil {
 			t.Fatal(err)
@@ -33,7 +33,7 @@ func TestDeleteTopicDeletesCommittedOffsets(t *testing.T) {
 	check := func(e *Engine, when string) {
 		t.Helper()
 		for _, g := range []string{"g1", "g2"} {
-			got, err := e.FetchOffsets(g, nil, false)
+			got, err := e.fetchOffsets(g, nil, false)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idemlog/idemlog/errcode"
 	"github.com/idemlog/idemlog/internal/fsutil"
 	"github.com/idemlog/idemlog/partition"
 )
@@ -41,11 +40,6 @@ const (
 	topicConfigHeader = "# idemlog topic.config version 1 crc32c="
 )
 
-// ErrInvalidConfig: a topic config Kafka does not know, or a value Kafka
-// would refuse (INVALID_CONFIG, 40). The error's text is Kafka's message
-// (ConfigError).
-var ErrInvalidConfig = errcode.New(40, "invalid topic config")
-
 // ConfigError is a refused topic config. Msg is the message Kafka's broker
 // gives for it ("Unknown topic config name: x", "Invalid value v for
 // configuration n: reason"), so that a Kafka front end can answer with it.
@@ -65,11 +59,8 @@ func (e *ConfigError) Unwrap() error {
 	return e.Err
 }
 
-// ValidateTopicConfig checks a topic's overrides as Kafka's broker checks
-// them: known names (every topic config of Kafka 3.9 and 4.x; see
-// topicconfig_defs.go), each value's type and range, and the rules between
-// configs. The error is a *ConfigError.
-func ValidateTopicConfig(cfg map[string]string) error {
+// validateTopicConfig: see Frontend.ValidateTopicConfig.
+func validateTopicConfig(cfg map[string]string) error {
 	var o partition.Options
 	_, err := applyTopicConfig(&o, cfg)
 	return err
@@ -106,7 +97,7 @@ func applyTopicConfig(o *partition.Options, cfg map[string]string) (*topicSettin
 	if minLag > maxLag {
 		return nil, &ConfigError{Msg: fmt.Sprintf("conflict topic config setting min.compaction.lag.ms (%d) > max.compaction.lag.ms (%d)", minLag, maxLag)}
 	}
-	s := &topicSettings{config: cfg, maxBatch: o.MaxBatchSize, tsBefore: math.MaxInt64, tsAfter: math.MaxInt64}
+	s := &topicSettings{config: cfg, maxBatch: o.MaxBatchSize, tsBefore: math.MaxInt64, tsAfter: math.MaxInt64, clean: defaultCleanSettings}
 	for _, name := range names {
 		if def := configDefByName[name]; def.apply != nil {
 			def.apply(o, s, strings.TrimSpace(cfg[name]))

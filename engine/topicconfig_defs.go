@@ -55,8 +55,10 @@ type topicSettings struct {
 	// after.max.ms (with difference.max.ms standing in for either left at
 	// its default, as Kafka 3.6-3.9 do); math.MaxInt64 checks nothing.
 	tsBefore, tsAfter int64
-	// compact: cleanup.policy lists compact.
+	// compact: cleanup.policy lists compact (always for the internal
+	// topics); clean: the compaction configs.
 	compact bool
+	clean   cleanSettings
 	// recompress: compression.type names a codec (not "producer"), codec;
 	// levels are compression.gzip.level, lz4 and zstd's, by codec (0: the
 	// codec's default).
@@ -217,6 +219,14 @@ func checkGzipLevel(v string) error {
 	return err
 }
 
+// minPositive is the smaller of a and b, where 0 stands for "none".
+func minPositive(a, b int64) int64 {
+	if a <= 0 {
+		return b
+	}
+	return min(a, b)
+}
+
 // mustLong parses a value check has accepted.
 func mustLong(v string) int64 {
 	n, err := strconv.ParseInt(v, 10, 64)
@@ -267,26 +277,34 @@ var topicConfigDefs = []configDef{
 		}},
 	{name: "compression.zstd.level", typ: typeInt, def: "3", broker: "compression.zstd.level", check: intBetween(-131072, 22),
 		apply: func(_ *partition.Options, s *topicSettings, v string) { s.levels[batch.CodecZstd] = int(mustLong(v)) }},
-	{name: "delete.retention.ms", typ: typeLong, def: "86400000", broker: "log.cleaner.delete.retention.ms", check: longAtLeast(0)},
+	{name: "delete.retention.ms", typ: typeLong, def: "86400000", broker: "log.cleaner.delete.retention.ms", check: longAtLeast(0),
+		apply: func(_ *partition.Options, s *topicSettings, v string) { s.clean.deleteRetentionMs = mustLong(v) }},
 	{name: "file.delete.delay.ms", typ: typeLong, def: "60000", broker: "log.segment.delete.delay.ms", check: longAtLeast(0)},
 	{name: "flush.messages", typ: typeLong, def: longMax, broker: "log.flush.interval.messages", check: longAtLeast(1),
 		apply: func(o *partition.Options, _ *topicSettings, v string) {
-			// A sync after every message is the always policy; other
-			// counts leave the engine's policy, which never syncs less
-			// than Kafka's default (never by count).
-			if mustLong(v) == 1 {
-				o.Sync = partition.SyncPolicy{Kind: partition.SyncAlways}
+			// Kafka's rule: an append that leaves this many messages
+			// unflushed syncs before it is acknowledged; 1 is the always
+			// policy. Long.MAX_VALUE, the default, never does. The flush
+			// policy adds syncs to the engine's, never removes any
+			// (partition.FlushPolicy).
+			if n := mustLong(v); n < math.MaxInt64 {
+				o.Flush.Messages = minPositive(o.Flush.Messages, n)
 			}
 		}},
 	{name: "flush.ms", typ: typeLong, def: longMax, broker: "log.flush.interval.ms", check: longAtLeast(0),
 		apply: func(o *partition.Options, _ *topicSettings, v string) {
-			ms := mustLong(v)
-			switch {
-			case o.Sync.Kind == partition.SyncAlways || ms >= maxDurationMs:
+			switch ms := mustLong(v); {
+			case ms >= maxDurationMs:
+				// Past 292 years, and Long.MAX_VALUE (the default): never.
 			case ms == 0:
-				o.Sync = partition.SyncPolicy{Kind: partition.SyncAlways}
-			case o.Sync.Kind != partition.SyncInterval || time.Duration(ms)*time.Millisecond < o.Sync.Interval:
-				o.Sync = partition.SyncPolicy{Kind: partition.SyncInterval, Interval: time.Duration(ms) * time.Millisecond}
+				// A sync as soon as anything is unflushed: before every
+				// acknowledgement.
+				o.Flush.Messages = 1
+			default:
+				d := time.Duration(ms) * time.Millisecond
+				if o.Flush.Interval == 0 || d < o.Flush.Interval {
+					o.Flush.Interval = d
+				}
 			}
 		}},
 	{name: "follower.replication.throttled.replicas", typ: typeList, def: "", broker: "", check: checkThrottledReplicas},
@@ -298,7 +316,8 @@ var topicConfigDefs = []configDef{
 	{name: "leader.replication.throttled.replicas", typ: typeList, def: "", broker: "", check: checkThrottledReplicas},
 	{name: "local.retention.bytes", typ: typeLong, def: "-2", broker: "log.local.retention.bytes", check: longAtLeast(-2)},
 	{name: "local.retention.ms", typ: typeLong, def: "-2", broker: "log.local.retention.ms", check: longAtLeast(-2)},
-	{name: "max.compaction.lag.ms", typ: typeLong, def: longMax, broker: "log.cleaner.max.compaction.lag.ms", check: longAtLeast(1)},
+	{name: "max.compaction.lag.ms", typ: typeLong, def: longMax, broker: "log.cleaner.max.compaction.lag.ms", check: longAtLeast(1),
+		apply: func(_ *partition.Options, s *topicSettings, v string) { s.clean.maxLagMs = mustLong(v) }},
 	{name: "max.message.bytes", typ: typeInt, def: "1048588", broker: "message.max.bytes", check: intBetween(0, math.MaxInt32),
 		apply: func(o *partition.Options, s *topicSettings, v string) {
 			// 0 refuses every batch, as in Kafka; the options read 0 as
@@ -316,8 +335,12 @@ var topicConfigDefs = []configDef{
 	{name: "message.timestamp.type", typ: typeString, def: "CreateTime", broker: "log.message.timestamp.type",
 		check: oneOf("CreateTime", "LogAppendTime"),
 		apply: func(_ *partition.Options, s *topicSettings, v string) { s.logAppendTime = v == "LogAppendTime" }},
-	{name: "min.cleanable.dirty.ratio", typ: typeDouble, def: "0.5", broker: "log.cleaner.min.cleanable.ratio", check: checkRatio},
-	{name: "min.compaction.lag.ms", typ: typeLong, def: "0", broker: "log.cleaner.min.compaction.lag.ms", check: longAtLeast(0)},
+	{name: "min.cleanable.dirty.ratio", typ: typeDouble, def: "0.5", broker: "log.cleaner.min.cleanable.ratio", check: checkRatio,
+		apply: func(_ *partition.Options, s *topicSettings, v string) {
+			s.clean.dirtyRatio, _ = strconv.ParseFloat(v, 64)
+		}},
+	{name: "min.compaction.lag.ms", typ: typeLong, def: "0", broker: "log.cleaner.min.compaction.lag.ms", check: longAtLeast(0),
+		apply: func(_ *partition.Options, s *topicSettings, v string) { s.clean.minLagMs = mustLong(v) }},
 	{name: "min.insync.replicas", typ: typeInt, def: "1", broker: "min.insync.replicas", check: intBetween(1, math.MaxInt32)},
 	{name: "preallocate", typ: typeBoolean, def: "false", broker: "log.preallocate", check: checkBool},
 	{name: "remote.log.copy.disable", typ: typeBoolean, def: "false", broker: "", check: checkBool},

@@ -16,14 +16,14 @@ func TestTopicConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.CreateTopicWithConfig("small", 1, map[string]string{"max.message.bytes": "1000", "segment.bytes": "1048576"}); err != nil {
+	if err := e.CreateTopic("small", 1, map[string]string{"max.message.bytes": "1000", "segment.bytes": "1048576"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.CreateTopic("big", 1); err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []map[string]string{{"cleanup.policy": "compacted"}, {"max.message.bytes": "x"}, {"max.message.bytes": "-1"}, {"retention.ms": "-5"}, {"no.such.config": "1"}} {
-		if err := e.CreateTopicWithConfig("bad", 1, bad); !errors.Is(err, ErrInvalidConfig) {
+		if err := e.CreateTopic("bad", 1, bad); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%v: %v, want ErrInvalidConfig", bad, err)
 		}
 	}

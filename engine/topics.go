@@ -15,14 +15,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/idemlog/idemlog/errcode"
 	"github.com/idemlog/idemlog/internal/fsutil"
 )
-
-// ErrInternalTopic: an operation internal topics refuse (DeleteTopic). It
-// carries Kafka's INVALID_REQUEST (42), what a broker answers for a
-// request it will not apply to a topic whatever the caller's rights.
-var ErrInternalTopic = errcode.New(errcode.InvalidRequest, "internal topic")
 
 // IsInternalTopic reports whether topic is one of the engine's internal
 // topics (__consumer_offsets, __transaction_state): Kafka's is_internal
@@ -72,14 +66,14 @@ func (t *topicIDs) without(topic string) *topicIDs {
 	return n
 }
 
-// TopicID returns a topic's id.
-func (e *Engine) TopicID(topic string) ([16]byte, bool) {
+// topicIDOf: see Frontend.TopicID.
+func (e *Engine) topicIDOf(topic string) ([16]byte, bool) {
 	id, ok := e.ids.Load().byName[topic]
 	return id, ok
 }
 
-// TopicByID returns the topic with an id.
-func (e *Engine) TopicByID(id [16]byte) (string, bool) {
+// topicByID: see Frontend.TopicByID.
+func (e *Engine) topicByID(id [16]byte) (string, bool) {
 	topic, ok := e.ids.Load().byID[id]
 	return topic, ok
 }
@@ -106,9 +100,8 @@ func newTopicID(taken map[[16]byte]string) ([16]byte, error) {
 	}
 }
 
-// TopicIDString is the text form of a topic id, Kafka's Uuid.toString:
-// base64url without padding (22 characters).
-func TopicIDString(id [16]byte) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
+// topicIDString: see Frontend.TopicIDString.
+func topicIDString(id [16]byte) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
 
 // readPartitionMetadata reads dir's partition.metadata; ok is false when
 // there is none. A file that is not Kafka's version 0 layout is an error,
@@ -162,7 +155,7 @@ func writePartitionMetadata(dir string, id [16]byte) error {
 
 // partitionMetadataBytes is the content of partition.metadata.
 func partitionMetadataBytes(id [16]byte) []byte {
-	return fmt.Appendf(nil, "version: 0\ntopic_id: %s\n", TopicIDString(id))
+	return fmt.Appendf(nil, "version: 0\ntopic_id: %s\n", topicIDString(id))
 }
 
 // assignTopicIDs gives every partition opened from disk its topic's id,
@@ -193,7 +186,7 @@ func assignTopicIDs(parts map[string]*Partition, has map[*Partition]bool) (*topi
 				id, found = p.topicID, true
 			} else if p.topicID != id {
 				return nil, fmt.Errorf("cannot open topic %q: partition %d has topic id %s, partition %d %s", topic,
-					ps[0].index, TopicIDString(id), p.index, TopicIDString(p.topicID))
+					ps[0].index, topicIDString(id), p.index, topicIDString(p.topicID))
 			}
 		}
 		if !found {
@@ -201,7 +194,7 @@ func assignTopicIDs(parts map[string]*Partition, has map[*Partition]bool) (*topi
 			continue
 		}
 		if other, dup := ids.byID[id]; dup {
-			return nil, fmt.Errorf("cannot open topic %q: topic id %s is also %q's", topic, TopicIDString(id), other)
+			return nil, fmt.Errorf("cannot open topic %q: topic id %s is also %q's", topic, topicIDString(id), other)
 		}
 		ids.byName[topic], ids.byID[id] = id, topic
 	}
@@ -238,12 +231,6 @@ func assignTopicIDs(parts map[string]*Partition, has map[*Partition]bool) (*topi
 // partitions, a smaller but whole topic (DeleteTopic again finishes it).
 
 const deleteDirSuffix = "-delete"
-
-// ErrCorruptMetadata: a metadata file of the data dir (partition.metadata,
-// producer-id-block, a __transaction_state record) that cannot be what
-// idemlog wrote. The storage is at fault, as Kafka's KAFKA_STORAGE_ERROR
-// says. (Without this: these errors matched no sentinel.)
-var ErrCorruptMetadata = errcode.New(errcode.KafkaStorageError, "corrupt metadata")
 
 // createDirPrefix names a partition directory being created (CreateTopic):
 // it is renamed to its partition's name once its files are in place, and
@@ -324,6 +311,7 @@ func (e *Engine) DeleteTopic(topic string) error {
 func (e *Engine) deleteTopicLocked(topic string, offsets *offsetStore) ([]string, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.waitCreationsLocked(topic)
 	if e.closed.Load() {
 		return nil, ErrClosed
 	}

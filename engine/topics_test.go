@@ -94,7 +94,7 @@ func TestPartitionAdvancedCoversLSO(t *testing.T) {
 		inHook = p.Advanced()
 	})
 	p.onMarker.Store(&hook)
-	r, err := p.WriteMarker(producer.Marker{ProducerID: 1, Epoch: 0, Commit: true})
+	r, err := p.writeMarkerDurable(producer.Marker{ProducerID: 1, Epoch: 0, Commit: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,12 +130,12 @@ func TestDeleteTopic(t *testing.T) {
 	if _, err := mustPartition(t, e, "keep", 0).Append(idem(t, 1, 0, 0, 1, time.Now().UnixMilli())); err != nil {
 		t.Fatal(err)
 	}
-	oldID, ok := e.TopicID("t")
+	oldID, ok := e.topicIDOf("t")
 	if !ok {
 		t.Fatal("no topic id")
 	}
 	p0, p1 := mustPartition(t, e, "t", 0), mustPartition(t, e, "t", 1)
-	chunk, err := p0.Log().Read(0, 1<<20)
+	chunk, err := p0.log.Read(0, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,10 +152,10 @@ func TestDeleteTopic(t *testing.T) {
 	if _, ok := e.Topics()["t"]; ok {
 		t.Fatal("deleted topic still listed")
 	}
-	if _, ok := e.TopicID("t"); ok {
+	if _, ok := e.topicIDOf("t"); ok {
 		t.Fatal("deleted topic still has an id")
 	}
-	if _, ok := e.TopicByID(oldID); ok {
+	if _, ok := e.topicByID(oldID); ok {
 		t.Fatal("deleted topic's id still resolves")
 	}
 	entries, _ := os.ReadDir(dir)
@@ -174,13 +174,13 @@ func TestDeleteTopic(t *testing.T) {
 	if _, err := p1.Append(idem(t, -1, -1, -1, 1, time.Now().UnixMilli())); !errors.Is(err, ErrUnknownTopicOrPartition) {
 		t.Fatalf("plain append to a deleted partition: %v", err)
 	}
-	if _, err := p1.WriteMarker(producer.Marker{ProducerID: 11, Epoch: 0}); !errors.Is(err, ErrUnknownTopicOrPartition) {
+	if _, err := p1.writeMarkerDurable(producer.Marker{ProducerID: 11, Epoch: 0}); !errors.Is(err, ErrUnknownTopicOrPartition) {
 		t.Fatalf("marker to a deleted partition: %v", err)
 	}
 	if _, _, err := p1.ReadCommitted(0, 1<<20, nil); !errors.Is(err, ErrUnknownTopicOrPartition) {
 		t.Fatalf("read_committed of a deleted partition: %v", err)
 	}
-	if _, err := p1.Log().Read(0, 1<<20); !errors.Is(err, partition.ErrClosed) {
+	if _, err := p1.log.Read(0, 1<<20); !errors.Is(err, partition.ErrClosed) {
 		t.Fatalf("read of a deleted partition: %v", err)
 	}
 	// A chunk read before the delete is intact until released.
@@ -195,10 +195,10 @@ func TestDeleteTopic(t *testing.T) {
 	if err := e.DeleteTopic("../x"); !errors.Is(err, ErrInvalidTopic) {
 		t.Fatalf("bad name: %v", err)
 	}
-	if err := e.CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{{"keep", 0}: {1, ""}}); err != nil {
+	if err := e.Frontend().CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{{"keep", 0}: {1, ""}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Coordinator(); err != nil {
+	if _, err := e.coordinator(); err != nil {
 		t.Fatal(err)
 	}
 	for _, internal := range []string{ConsumerOffsetsTopic, txnStateTopic} {
@@ -217,7 +217,7 @@ func TestDeleteTopic(t *testing.T) {
 	if err := e.CreateTopic("t", 2); err != nil {
 		t.Fatal(err)
 	}
-	newID, _ := e.TopicID("t")
+	newID, _ := e.topicIDOf("t")
 	if newID == oldID {
 		t.Fatal("recreated topic kept its id")
 	}
@@ -228,7 +228,7 @@ func TestDeleteTopic(t *testing.T) {
 		}
 		for i := range 2 {
 			p := mustPartition(t, e, "t", i)
-			if l := p.Log(); l.HighWatermark() != 0 || l.LogStartOffset() != 0 {
+			if l := p.log; l.HighWatermark() != 0 || l.LogStartOffset() != 0 {
 				t.Fatalf("recreated t-%d: log %d..%d", i, l.LogStartOffset(), l.HighWatermark())
 			}
 			if p.Producers() != 0 {
@@ -242,7 +242,7 @@ func TestDeleteTopic(t *testing.T) {
 		if r, err := mustPartition(t, e, "t", 0).Append(idem(t, 10, 0, 0, 3, time.Now().UnixMilli())); err != nil || r.Duplicate || r.BaseOffset != 0 {
 			t.Fatalf("append to the recreated topic: %+v %v", r, err)
 		}
-		if hw := mustPartition(t, e, "keep", 0).Log().HighWatermark(); hw != 1 {
+		if hw := mustPartition(t, e, "keep", 0).log.HighWatermark(); hw != 1 {
 			t.Fatalf("other topic: high watermark %d", hw)
 		}
 	}
@@ -255,7 +255,7 @@ func TestDeleteTopic(t *testing.T) {
 	}
 	e = openEngine(t, dir, Options{})
 	defer e.Close()
-	if id, _ := e.TopicID("t"); id != newID {
+	if id, _ := e.topicIDOf("t"); id != newID {
 		t.Fatal("recreated topic's id changed on reopen")
 	}
 	if err := e.DeleteTopic("t"); err != nil {
@@ -266,7 +266,7 @@ func TestDeleteTopic(t *testing.T) {
 	}
 	// And again, after a reopen: empty, under yet another id.
 	prevID := newID
-	newID, _ = e.TopicID("t")
+	newID, _ = e.topicIDOf("t")
 	if newID == prevID || newID == oldID {
 		t.Fatal("second recreation reused an id")
 	}
@@ -290,8 +290,8 @@ func TestDeleteTopicCrashLeftovers(t *testing.T) {
 			}
 		}
 	}
-	halfID, _ := e.TopicID("half")
-	e.Kill() // as a crash: no clean shutdown either
+	halfID, _ := e.topicIDOf("half")
+	e.kill() // as a crash: no clean shutdown either
 	rename := func(from, hex string) string {
 		to := filepath.Join(dir, from+"."+hex+"-delete")
 		if err := os.Rename(filepath.Join(dir, from), to); err != nil {
@@ -330,10 +330,10 @@ func TestDeleteTopicCrashLeftovers(t *testing.T) {
 	if topics["half"] != 1 {
 		t.Fatalf("half-deleted topic has %d partitions, want 1", topics["half"])
 	}
-	if id, _ := e.TopicID("half"); id != halfID {
+	if id, _ := e.topicIDOf("half"); id != halfID {
 		t.Fatal("half-deleted topic's id changed")
 	}
-	if hw := mustPartition(t, e, "half", 0).Log().HighWatermark(); hw != 2 {
+	if hw := mustPartition(t, e, "half", 0).log.HighWatermark(); hw != 2 {
 		t.Fatalf("half-0: high watermark %d, want 2", hw)
 	}
 	if err := e.DeleteTopic("half"); err != nil {
@@ -342,7 +342,7 @@ func TestDeleteTopicCrashLeftovers(t *testing.T) {
 	if err := e.CreateTopic("gone", 1); err != nil {
 		t.Fatal(err)
 	}
-	if hw := mustPartition(t, e, "gone", 0).Log().HighWatermark(); hw != 0 {
+	if hw := mustPartition(t, e, "gone", 0).log.HighWatermark(); hw != 0 {
 		t.Fatalf("recreated after a crashed delete: high watermark %d", hw)
 	}
 }
@@ -382,7 +382,7 @@ func TestDeleteTopicInFlight(t *testing.T) {
 			defer wg.Done()
 			var off int64
 			for {
-				c, err := p.Log().Read(off, 4096)
+				c, err := p.log.Read(off, 4096)
 				if err != nil {
 					if !expected(err) && !errors.Is(err, partition.ErrOffsetOutOfRange) {
 						t.Errorf("read: %v", err)
@@ -410,7 +410,7 @@ func TestDeleteTopicInFlight(t *testing.T) {
 			defer wg.Done()
 			for {
 				ch := p.Advanced()
-				if _, err := p.Log().Read(p.Log().HighWatermark(), 1); err != nil {
+				if _, err := p.log.Read(p.log.HighWatermark(), 1); err != nil {
 					if !expected(err) {
 						t.Errorf("poll: %v", err)
 					}
@@ -459,25 +459,25 @@ func TestTopicIDs(t *testing.T) {
 	if err := e.CreateTopic("b", 3); err != nil {
 		t.Fatal(err)
 	}
-	a, okA := e.TopicID("a")
-	b, okB := e.TopicID("b")
+	a, okA := e.topicIDOf("a")
+	b, okB := e.topicIDOf("b")
 	if !okA || !okB || a == b || a == ([16]byte{}) || b == ([16]byte{}) {
 		t.Fatalf("ids %x %x", a, b)
 	}
 	if a[6]>>4 != 4 || a[8]>>6 != 2 {
 		t.Fatalf("id %x is not a version 4 UUID", a)
 	}
-	if _, ok := e.TopicID("missing"); ok {
+	if _, ok := e.topicIDOf("missing"); ok {
 		t.Fatal("id for a missing topic")
 	}
-	if name, ok := e.TopicByID(b); !ok || name != "b" {
+	if name, ok := e.topicByID(b); !ok || name != "b" {
 		t.Fatalf("TopicByID: %q %v", name, ok)
 	}
-	if _, ok := e.TopicByID([16]byte{1}); ok {
+	if _, ok := e.topicByID([16]byte{1}); ok {
 		t.Fatal("unknown id resolves")
 	}
 	// Kafka's partition.metadata, the same in every partition.
-	want := "version: 0\ntopic_id: " + TopicIDString(b) + "\n"
+	want := "version: 0\ntopic_id: " + topicIDString(b) + "\n"
 	for i := range 3 {
 		if mustPartition(t, e, "b", i).TopicID() != b {
 			t.Fatalf("b-%d has another id", i)
@@ -486,24 +486,24 @@ func TestTopicIDs(t *testing.T) {
 			t.Fatalf("b-%d partition.metadata %q, want %q", i, got, want)
 		}
 	}
-	if len(TopicIDString(b)) != 22 {
-		t.Fatalf("id text %q", TopicIDString(b))
+	if len(topicIDString(b)) != 22 {
+		t.Fatalf("id text %q", topicIDString(b))
 	}
 	// Added partitions take the topic's id.
 	if err := e.CreateTopic("b", 5); err != nil {
 		t.Fatal(err)
 	}
-	if id, _ := e.TopicID("b"); id != b || mustPartition(t, e, "b", 4).TopicID() != b {
+	if id, _ := e.topicIDOf("b"); id != b || mustPartition(t, e, "b", 4).TopicID() != b {
 		t.Fatal("added partitions got another id")
 	}
 	if got := readMetadataFile(t, dir, "b-4"); got != want {
 		t.Fatalf("b-4 partition.metadata %q", got)
 	}
 	// Internal topics have ids too.
-	if err := e.CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{{"a", 0}: {1, ""}}); err != nil {
+	if err := e.Frontend().CommitOffsets("g", map[TopicPartition]OffsetAndMetadata{{"a", 0}: {1, ""}}); err != nil {
 		t.Fatal(err)
 	}
-	offsetsID, ok := e.TopicID(ConsumerOffsetsTopic)
+	offsetsID, ok := e.topicIDOf(ConsumerOffsetsTopic)
 	if !ok {
 		t.Fatal("no id for the offsets topic")
 	}
@@ -514,7 +514,7 @@ func TestTopicIDs(t *testing.T) {
 	// Persistent across reopen.
 	e = openEngine(t, dir, Options{})
 	for topic, id := range map[string][16]byte{"a": a, "b": b, ConsumerOffsetsTopic: offsetsID} {
-		if got, _ := e.TopicID(topic); got != id {
+		if got, _ := e.topicIDOf(topic); got != id {
 			t.Fatalf("%s: id %x after reopen, want %x", topic, got, id)
 		}
 	}
@@ -523,7 +523,7 @@ func TestTopicIDs(t *testing.T) {
 			t.Fatalf("b-%d: id changed on reopen", i)
 		}
 	}
-	e.Kill()
+	e.kill()
 
 	// A data dir from before ids: a topic with no file gets a new id, a
 	// partition without one its topic's.
@@ -536,14 +536,14 @@ func TestTopicIDs(t *testing.T) {
 		}
 	}
 	e = openEngine(t, dir, Options{})
-	a2, ok := e.TopicID("a")
+	a2, ok := e.topicIDOf("a")
 	if !ok || a2 == a || a2 == b || a2 == offsetsID {
 		t.Fatalf("a without metadata: id %x (old %x)", a2, a)
 	}
-	if got := readMetadataFile(t, dir, "a-0"); got != "version: 0\ntopic_id: "+TopicIDString(a2)+"\n" {
+	if got := readMetadataFile(t, dir, "a-0"); got != "version: 0\ntopic_id: "+topicIDString(a2)+"\n" {
 		t.Fatalf("a-0 partition.metadata %q", got)
 	}
-	if id, _ := e.TopicID("b"); id != b {
+	if id, _ := e.topicIDOf("b"); id != b {
 		t.Fatal("b's id changed when two partitions lost the file")
 	}
 	for _, i := range []int{0, 3} {
@@ -555,7 +555,7 @@ func TestTopicIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	e = openEngine(t, dir, Options{})
-	if id, _ := e.TopicID("a"); id != a2 {
+	if id, _ := e.topicIDOf("a"); id != a2 {
 		t.Fatal("a's assigned id did not persist")
 	}
 	// Delete and recreate: a new id.
@@ -565,11 +565,11 @@ func TestTopicIDs(t *testing.T) {
 	if err := e.CreateTopic("b", 2); err != nil {
 		t.Fatal(err)
 	}
-	b2, _ := e.TopicID("b")
+	b2, _ := e.topicIDOf("b")
 	if b2 == b {
 		t.Fatal("recreated topic has the old id")
 	}
-	if name, ok := e.TopicByID(b2); !ok || name != "b" {
+	if name, ok := e.topicByID(b2); !ok || name != "b" {
 		t.Fatal("recreated topic's id does not resolve")
 	}
 	if err := e.Close(); err != nil {
@@ -579,7 +579,7 @@ func TestTopicIDs(t *testing.T) {
 	// Disagreeing or damaged files stop Open rather than mix topics.
 	b1 := filepath.Join(dir, "b-1", partitionMetadataFile)
 	good, _ := os.ReadFile(b1)
-	if err := os.WriteFile(b1, []byte("version: 0\ntopic_id: "+TopicIDString(a2)+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(b1, []byte("version: 0\ntopic_id: "+topicIDString(a2)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Open(dir, Options{}); err == nil || !strings.Contains(err.Error(), "topic id") {
@@ -596,7 +596,7 @@ func TestTopicIDs(t *testing.T) {
 	}
 	e = openEngine(t, dir, Options{})
 	defer e.Close()
-	if id, _ := e.TopicID("b"); id != b2 {
+	if id, _ := e.topicIDOf("b"); id != b2 {
 		t.Fatal("b's id after repairing the file")
 	}
 }
@@ -624,12 +624,12 @@ func TestInternalTopicsExemptFromRetention(t *testing.T) {
 	}
 	const group = "g"
 	tp := TopicPartition{"t", 0}
-	pid, _, err := e.InitProducerID()
+	pid, _, err := e.initProducerID()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 200 {
-		if err := e.CommitOffsets(group, map[TopicPartition]OffsetAndMetadata{tp: {int64(i), strings.Repeat("m", 40)}}); err != nil {
+		if err := e.Frontend().CommitOffsets(group, map[TopicPartition]OffsetAndMetadata{tp: {int64(i), strings.Repeat("m", 40)}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := mustPartition(t, e, "t", 0).Append(idem(t, pid, 0, int32(i), 1, now.UnixMilli())); err != nil {
@@ -663,7 +663,7 @@ func TestInternalTopicsExemptFromRetention(t *testing.T) {
 		}
 		return n
 	}
-	offsetsPartition := GroupPartition(group)
+	offsetsPartition := groupPartition(group)
 	before := map[string]int{
 		ConsumerOffsetsTopic: segs(ConsumerOffsetsTopic, offsetsPartition),
 		txnStateTopic:        segs(txnStateTopic, 0),
@@ -674,13 +674,13 @@ func TestInternalTopicsExemptFromRetention(t *testing.T) {
 		}
 	}
 	for _, p := range e.Partitions() {
-		deleted, err := p.Log().ApplyRetention()
+		deleted, err := p.log.ApplyRetention()
 		if err != nil {
 			t.Fatal(err)
 		}
 		switch {
-		case IsInternalTopic(p.Topic()) && (deleted != 0 || p.Log().LogStartOffset() != 0):
-			t.Fatalf("%s-%d: retention deleted %d segments (log start %d)", p.Topic(), p.Index(), deleted, p.Log().LogStartOffset())
+		case IsInternalTopic(p.Topic()) && (deleted != 0 || p.log.LogStartOffset() != 0):
+			t.Fatalf("%s-%d: retention deleted %d segments (log start %d)", p.Topic(), p.Index(), deleted, p.log.LogStartOffset())
 		case p.Topic() == "t" && deleted == 0:
 			t.Fatal("retention deleted nothing from a plain topic: the settings are not in effect")
 		}
@@ -694,7 +694,7 @@ func TestInternalTopicsExemptFromRetention(t *testing.T) {
 			t.Fatalf("%s: %d segments, had %d", topic, got, n)
 		}
 	}
-	c, err := e.Coordinator()
+	c, err := e.coordinator()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -710,13 +710,13 @@ func TestInternalTopicsExemptFromRetention(t *testing.T) {
 	defer e.Close()
 	for _, p := range e.Partitions() {
 		if IsInternalTopic(p.Topic()) {
-			if n, err := p.Log().ApplyRetention(); err != nil || n != 0 {
+			if n, err := p.log.ApplyRetention(); err != nil || n != 0 {
 				t.Fatalf("%s-%d after reopen: retention deleted %d (%v)", p.Topic(), p.Index(), n, err)
 			}
 		}
 	}
 	wantOffsets(t, e, group, true, map[TopicPartition]OffsetAndMetadata{tp: {199, strings.Repeat("m", 40)}})
-	c, err = e.Coordinator()
+	c, err = e.coordinator()
 	if err != nil {
 		t.Fatal(err)
 	}

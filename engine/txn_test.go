@@ -42,15 +42,15 @@ func TestLastStableOffsetAndMarkers(t *testing.T) {
 	if _, err := p.Append(txnBatch(t, 2, 0, 0, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if p.LastStableOffset() != 2 || p.Log().HighWatermark() != 5 {
-		t.Fatalf("LSO %d hw %d, want 2 and 5", p.LastStableOffset(), p.Log().HighWatermark())
+	if p.LastStableOffset() != 2 || p.log.HighWatermark() != 5 {
+		t.Fatalf("LSO %d hw %d, want 2 and 5", p.LastStableOffset(), p.log.HighWatermark())
 	}
 	// A non-transactional batch from a producer inside a transaction: 48.
 	if _, err := p.Append(idem(t, 1, 0, 2, 1, time.Now().UnixMilli())); !errors.Is(err, producer.ErrInvalidTxnState) {
 		t.Fatalf("non-transactional write in a transaction: %v", err)
 	}
 	// Commit producer 1: the LSO moves to producer 2's transaction.
-	r, err := p.WriteMarker(producer.Marker{ProducerID: 1, Epoch: 0, CoordinatorEpoch: 0, Commit: true})
+	r, err := p.writeMarkerDurable(producer.Marker{ProducerID: 1, Epoch: 0, CoordinatorEpoch: 0, Commit: true})
 	if err != nil || r.BaseOffset != 5 {
 		t.Fatalf("marker: %+v %v", r, err)
 	}
@@ -58,24 +58,24 @@ func TestLastStableOffsetAndMarkers(t *testing.T) {
 		t.Fatalf("LSO %d after the first commit, want 4", p.LastStableOffset())
 	}
 	// Restart without closing: open transactions come back from the log.
-	e.Kill()
+	e.kill()
 	e = openEngine(t, dir, Options{})
 	p, _ = e.Partition("t", 0)
 	if p.LastStableOffset() != 4 {
 		t.Fatalf("LSO %d after a crash, want 4", p.LastStableOffset())
 	}
 	// An abort with a bumped epoch fences producer 2's old instance.
-	if _, err := p.WriteMarker(producer.Marker{ProducerID: 2, Epoch: 1, CoordinatorEpoch: 0}); err != nil {
+	if _, err := p.writeMarkerDurable(producer.Marker{ProducerID: 2, Epoch: 1, CoordinatorEpoch: 0}); err != nil {
 		t.Fatal(err)
 	}
-	if p.LastStableOffset() != p.Log().HighWatermark() {
-		t.Fatalf("LSO %d with nothing open, hw %d", p.LastStableOffset(), p.Log().HighWatermark())
+	if p.LastStableOffset() != p.log.HighWatermark() {
+		t.Fatalf("LSO %d with nothing open, hw %d", p.LastStableOffset(), p.log.HighWatermark())
 	}
 	if _, err := p.Append(txnBatch(t, 2, 0, 1, 1)); !errors.Is(err, producer.ErrInvalidProducerEpoch) {
 		t.Fatalf("zombie after a fencing abort: %v", err)
 	}
 	// The marker is in the log as a control batch.
-	c, err := p.Log().Read(5, 1<<20)
+	c, err := p.log.Read(5, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func readCommittedValues(t *testing.T, p *Partition) []byte {
 	var out []byte
 	var aborted []txnindex.Entry
 	var d batch.Decoder
-	for off := p.Log().LogStartOffset(); off < p.LastStableOffset(); {
+	for off := p.log.LogStartOffset(); off < p.LastStableOffset(); {
 		c, ab, err := p.ReadCommitted(off, 300, aborted[:0])
 		if err != nil {
 			t.Fatal(err)
@@ -165,18 +165,18 @@ func TestReadCommittedHidesAborted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(p.Append(valueBatch(t, -1, 0, false, 'a')))    // plain
-	must(p.Append(valueBatch(t, 1, 0, true, 'x', 'x'))) // p1: will abort
-	must(p.Append(valueBatch(t, 2, 0, true, 'b')))      // p2: will commit
-	must(p.Append(valueBatch(t, 1, 2, true, 'x')))      // p1 again
-	must(p.Append(valueBatch(t, -1, 0, false, 'c')))    // plain
-	must(p.WriteMarker(producer.Marker{ProducerID: 1})) // ABORT p1
-	must(p.Append(valueBatch(t, 2, 1, true, 'd')))      // p2
-	must(p.WriteMarker(producer.Marker{ProducerID: 2, Commit: true}))
-	must(p.Append(valueBatch(t, 3, 0, true, 'y')))      // p3: will abort
-	must(p.WriteMarker(producer.Marker{ProducerID: 3})) // ABORT p3
-	must(p.Append(valueBatch(t, 4, 0, true, 'z')))      // p4: still open
-	must(p.Append(valueBatch(t, -1, 0, false, 'e')))    // after the LSO
+	must(p.Append(valueBatch(t, -1, 0, false, 'a')))           // plain
+	must(p.Append(valueBatch(t, 1, 0, true, 'x', 'x')))        // p1: will abort
+	must(p.Append(valueBatch(t, 2, 0, true, 'b')))             // p2: will commit
+	must(p.Append(valueBatch(t, 1, 2, true, 'x')))             // p1 again
+	must(p.Append(valueBatch(t, -1, 0, false, 'c')))           // plain
+	must(p.writeMarkerDurable(producer.Marker{ProducerID: 1})) // ABORT p1
+	must(p.Append(valueBatch(t, 2, 1, true, 'd')))             // p2
+	must(p.writeMarkerDurable(producer.Marker{ProducerID: 2, Commit: true}))
+	must(p.Append(valueBatch(t, 3, 0, true, 'y')))             // p3: will abort
+	must(p.writeMarkerDurable(producer.Marker{ProducerID: 3})) // ABORT p3
+	must(p.Append(valueBatch(t, 4, 0, true, 'z')))             // p4: still open
+	must(p.Append(valueBatch(t, -1, 0, false, 'e')))           // after the LSO
 	want := "abcd"
 	if got := string(readCommittedValues(t, p)); got != want {
 		t.Fatalf("read_committed saw %q, want %q", got, want)
@@ -201,7 +201,7 @@ func TestReadCommittedHidesAborted(t *testing.T) {
 	}
 	// The same view after a crash (recovery rebuilds what it scans) and
 	// after a clean restart; committing p4 then shows its record and 'e'.
-	e.Kill()
+	e.kill()
 	e = openEngine(t, dir, opts)
 	p, _ = e.Partition("t", 0)
 	if got := string(readCommittedValues(t, p)); got != want {
@@ -213,7 +213,7 @@ func TestReadCommittedHidesAborted(t *testing.T) {
 	e = openEngine(t, dir, opts)
 	defer e.Close()
 	p, _ = e.Partition("t", 0)
-	must(p.WriteMarker(producer.Marker{ProducerID: 4, Commit: true}))
+	must(p.writeMarkerDurable(producer.Marker{ProducerID: 4, Commit: true}))
 	if got := string(readCommittedValues(t, p)); got != "abcdze" {
 		t.Fatalf("after committing p4, read_committed saw %q, want %q", got, "abcdze")
 	}
@@ -236,7 +236,7 @@ func TestVerifyChecksTxnIndex(t *testing.T) {
 	if _, err := p.Append(valueBatch(t, 1, 0, true, 'x')); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.WriteMarker(producer.Marker{ProducerID: 1}); err != nil {
+	if _, err := p.writeMarkerDurable(producer.Marker{ProducerID: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Close(); err != nil {
@@ -318,21 +318,21 @@ func TestAbortIndexLSOAfterRestartLeaksAbortedData(t *testing.T) {
 	e = openEngine(t, dir, opts)
 	defer e.Close()
 	p, _ = e.Partition("t", 0)
-	must(p.Append(valueBatch(t, 3, 0, true, 'Y')))      // offset 2: pid 3
-	must(p.WriteMarker(producer.Marker{ProducerID: 3})) // offset 3: ABORT pid 3
+	must(p.Append(valueBatch(t, 3, 0, true, 'Y')))             // offset 2: pid 3
+	must(p.writeMarkerDurable(producer.Marker{ProducerID: 3})) // offset 3: ABORT pid 3
 	var ent []txnindex.Entry
-	ent = p.Log().AbortedTxns(0, 4, ent)
+	ent = p.log.AbortedTxns(0, 4, ent)
 	if len(ent) != 1 || ent[0].LastStableOffset != 0 {
 		t.Errorf("abort index entry of pid 3: %+v, want LastStableOffset 0 (pid 2's open txn at 0)", ent)
 	}
-	must(p.WriteMarker(producer.Marker{ProducerID: 1, Commit: true}))
+	must(p.writeMarkerDurable(producer.Marker{ProducerID: 1, Commit: true}))
 	// Roll: a large plain batch fills the first segment.
 	big := batch.NewBuilder(batch.CodecNone)
 	big.Append(time.Now().UnixMilli(), nil, bytes.Repeat([]byte{'p'}, 1500), nil)
 	bb, _ := big.Build()
 	must(p.Append(bytes.Clone(bb)))
 	must(p.Append(bytes.Clone(bb)))
-	r, err := p.WriteMarker(producer.Marker{ProducerID: 2}) // ABORT pid 2, in a later segment
+	r, err := p.writeMarkerDurable(producer.Marker{ProducerID: 2}) // ABORT pid 2, in a later segment
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +382,7 @@ func TestBV1MarkerFailureNeverRetried(t *testing.T) {
 	if _, err := p1.Append(idem(t, 99, 0, 0, 1, now.Load())); err != nil {
 		t.Fatal(err)
 	}
-	c, err := e.Coordinator()
+	c, err := e.coordinator()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +390,7 @@ func TestBV1MarkerFailureNeverRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	parts := []TopicPartitionRef{{"out", 0}, {"out", 1}}
+	parts := []TopicPartition{{"out", 0}, {"out", 1}}
 	if err := c.AddPartitions("tx", pid, epoch, parts, false); err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +404,7 @@ func TestBV1MarkerFailureNeverRetried(t *testing.T) {
 	}
 	// The cause goes away: out-1's idle producer expires.
 	now.Add((2 * time.Hour).Milliseconds())
-	if n := p1.ExpireProducers(); n != 1 {
+	if n := p1.expireProducers(); n != 1 {
 		t.Fatalf("expired %d", n)
 	}
 	// The client retries EndTxn, as it does on CONCURRENT_TRANSACTIONS.
@@ -439,7 +439,7 @@ func TestOrphanSweepCommitsUncommittedTV1Txn(t *testing.T) {
 	e := openEngine(t, dir, alwaysOptions)
 	e.CreateTopic("out", 1)
 	p, _ := e.Partition("out", 0)
-	c, err := e.Coordinator()
+	c, err := e.coordinator()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +447,7 @@ func TestOrphanSweepCommitsUncommittedTV1Txn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := []TopicPartitionRef{{"out", 0}}
+	ref := []TopicPartition{{"out", 0}}
 	// Transaction 1: committed.
 	if err := c.AddPartitions("tx", pid, epoch, ref, false); err != nil {
 		t.Fatal(err)
@@ -466,7 +466,7 @@ func TestOrphanSweepCommitsUncommittedTV1Txn(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Where the unsynced Ongoing record starts in __transaction_state.
-	sl := c.log.Log()
+	sl := c.log.log
 	ch, err := sl.Read(0, 1<<20)
 	if err != nil {
 		t.Fatal(err)
@@ -481,7 +481,7 @@ func TestOrphanSweepCommitsUncommittedTV1Txn(t *testing.T) {
 		data = data[n:]
 	}
 	ch.Release()
-	e.Kill()
+	e.kill()
 	// Machine crash: the unsynced tail of __transaction_state is lost.
 	f, err := os.OpenFile(filepath.Join(dir, txnStateTopic+"-0", segment.FileName(0, ".log")), os.O_RDWR, 0)
 	if err != nil {
@@ -493,7 +493,7 @@ func TestOrphanSweepCommitsUncommittedTV1Txn(t *testing.T) {
 	f.Close()
 	e = openEngine(t, dir, alwaysOptions)
 	defer e.Close()
-	if _, err := e.Coordinator(); err != nil {
+	if _, err := e.coordinator(); err != nil {
 		t.Fatal(err)
 	}
 	p, _ = e.Partition("out", 0)
@@ -514,12 +514,12 @@ func TestLateTxnOffsetCommitAfterAbortHangs(t *testing.T) {
 	dir := t.TempDir()
 	e := openEngine(t, dir, Options{})
 	defer e.Close()
-	c, err := e.Coordinator()
+	c, err := e.coordinator()
 	if err != nil {
 		t.Fatal(err)
 	}
 	const group = "g"
-	ref, err := e.OffsetsPartition(group)
+	ref, err := e.offsetsTopicPartition(group)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -527,7 +527,7 @@ func TestLateTxnOffsetCommitAfterAbortHangs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.AddPartitions("tx", pid, epoch, []TopicPartitionRef{ref}, false); err != nil {
+	if err := c.AddPartitions("tx", pid, epoch, []TopicPartition{ref}, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := c.EndTxn("tx", pid, epoch, false); err != nil {
@@ -544,11 +544,11 @@ func TestLateTxnOffsetCommitAfterAbortHangs(t *testing.T) {
 	if _, err := c.AbortTimedOut(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.FetchOffsets(group, []TopicPartition{tp}, true); err != nil {
+	if _, err := e.fetchOffsets(group, []TopicPartition{tp}, true); err != nil {
 		t.Errorf("FetchOffsets(requireStable) with no transaction in progress: %v", err)
 	}
 	p, _ := e.Partition(ref.Topic, int(ref.Partition))
-	if lso, hw := p.LastStableOffset(), p.Log().HighWatermark(); lso != hw {
+	if lso, hw := p.LastStableOffset(), p.log.HighWatermark(); lso != hw {
 		t.Errorf("%s-%d LSO %d, HW %d: a hanging transaction no coordinator knows", ref.Topic, ref.Partition, lso, hw)
 	}
 }
@@ -569,11 +569,11 @@ func TestOffsetsStoreMissesMarkerAppendedDuringOpen(t *testing.T) {
 	e := openEngine(t, dir, opts)
 	const group = "g"
 	tp := TopicPartition{"in", 0}
-	pid, epoch, err := e.InitProducerID()
+	pid, epoch, err := e.initProducerID()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.TxnCommitOffsets(group, pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {42, ""}}); err != nil {
+	if err := e.Frontend().TxnCommitOffsets(group, pid, epoch, map[TopicPartition]OffsetAndMetadata{tp: {42, ""}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Close(); err != nil {
@@ -581,7 +581,7 @@ func TestOffsetsStoreMissesMarkerAppendedDuringOpen(t *testing.T) {
 	}
 	e = openEngine(t, dir, opts)
 	defer e.Close()
-	p, err := e.Partition(ConsumerOffsetsTopic, GroupPartition(group))
+	p, err := e.Partition(ConsumerOffsetsTopic, groupPartition(group))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -590,17 +590,17 @@ func TestOffsetsStoreMissesMarkerAppendedDuringOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("marker at %d, wait %v, hw %d", res.BaseOffset, wait, p.Log().HighWatermark())
+	t.Logf("marker at %d, wait %v, hw %d", res.BaseOffset, wait, p.log.HighWatermark())
 	// Meanwhile a consumer opens the store.
-	if _, err := e.FetchOffsets(group, []TopicPartition{tp}, false); err != nil {
+	if _, err := e.fetchOffsets(group, []TopicPartition{tp}, false); err != nil {
 		t.Fatal(err)
 	}
 	if wait {
-		if err := p.Log().WaitDurable(res.LastOffset + 1); err != nil {
+		if err := p.log.WaitDurable(res.LastOffset + 1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err := e.FetchOffsets(group, []TopicPartition{tp}, true)
+	got, err := e.fetchOffsets(group, []TopicPartition{tp}, true)
 	if err != nil || got[tp].Offset != 42 {
 		t.Fatalf("after the COMMIT marker: %v %v, want offset 42", got, err)
 	}
@@ -626,17 +626,17 @@ func TestRestartCompletesDecidedWithoutCoordinatorCall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c, _ := e.Coordinator()
+	c, _ := e.coordinator()
 	c.stopAfterMarkers = 1 // decided, one marker of two written
 	if err := tp.Commit(); !errors.Is(err, errCrashTest) {
 		t.Fatalf("commit with a crash after one marker: %v", err)
 	}
-	e.Kill()
+	e.kill()
 	e = openEngine(t, dir, Options{})
 	defer e.Close()
 	for i := range 2 {
 		p, _ := e.Partition("out", i)
-		if lso, hw := p.LastStableOffset(), p.Log().HighWatermark(); lso != hw {
+		if lso, hw := p.LastStableOffset(), p.log.HighWatermark(); lso != hw {
 			t.Fatalf("out-%d after the reopen: LSO %d, HW %d: the decided commit was not completed", i, lso, hw)
 		}
 		if got := string(readCommittedValues(t, p)); got != string(rune('a'+i)) {

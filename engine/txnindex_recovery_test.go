@@ -36,16 +36,16 @@ func TestFailedProducerLoadLosesAbortIndex(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(p.Append(valueBatch(t, -1, 0, false, 'a')))    // 0: plain
-	must(p.Append(valueBatch(t, 1, 0, true, 'X')))      // 1: pid 1, aborted below
-	must(p.WriteMarker(producer.Marker{ProducerID: 1})) // 2: ABORT pid 1
-	must(p.Append(valueBatch(t, -1, 0, false, 'b')))    // 3: plain
-	must(p.Append(valueBatch(t, 2, 0, true, 'Y')))      // 4: pid 2, left open
-	must(p.Append(valueBatch(t, -1, 0, false, 'c')))    // 5: plain, above the LSO
+	must(p.Append(valueBatch(t, -1, 0, false, 'a')))           // 0: plain
+	must(p.Append(valueBatch(t, 1, 0, true, 'X')))             // 1: pid 1, aborted below
+	must(p.writeMarkerDurable(producer.Marker{ProducerID: 1})) // 2: ABORT pid 1
+	must(p.Append(valueBatch(t, -1, 0, false, 'b')))           // 3: plain
+	must(p.Append(valueBatch(t, 2, 0, true, 'Y')))             // 4: pid 2, left open
+	must(p.Append(valueBatch(t, -1, 0, false, 'c')))           // 5: plain, above the LSO
 	if got := string(readCommittedValues(t, p)); got != "ab" {
 		t.Fatalf("before the crash read_committed saw %q, want %q", got, "ab")
 	}
-	e.Kill()
+	e.kill()
 
 	// A snapshot the open cannot read (an I/O error; a directory stands
 	// in for one): the open fails, as loadAtMost means it to.
@@ -95,10 +95,10 @@ func txnIndexFill(t *testing.T, p *Partition) {
 		data(2, byte('A'+round))
 		data(1, 'x')
 		must(p.Append(valueBatch(t, -1, 0, false, byte('a'+round))))
-		must(p.WriteMarker(producer.Marker{ProducerID: 1}))
+		must(p.writeMarkerDurable(producer.Marker{ProducerID: 1}))
 		data(3, 'y')
-		must(p.WriteMarker(producer.Marker{ProducerID: 2, Commit: true}))
-		must(p.WriteMarker(producer.Marker{ProducerID: 3}))
+		must(p.writeMarkerDurable(producer.Marker{ProducerID: 2, Commit: true}))
+		must(p.writeMarkerDurable(producer.Marker{ProducerID: 3}))
 	}
 }
 
@@ -123,9 +123,9 @@ func TestCrashAfterLogRecoveryLosesAbortIndex(t *testing.T) {
 	p, _ := e.Partition("t", 0)
 	txnIndexFill(t, p)
 	want := string(readCommittedValues(t, p))
-	leo := p.Log().LogEndOffset()
-	wantIdx := p.Log().AbortedTxns(0, leo, nil)
-	e.Kill()
+	leo := p.log.LogEndOffset()
+	wantIdx := p.log.AbortedTxns(0, leo, nil)
+	e.kill()
 	// The recovery point lags (it may: "that costs only a longer scan",
 	// says writeCheckpoints; here it is the log's first offset), so the
 	// next open recovers every segment. Whatever seals and snapshots the
@@ -158,7 +158,7 @@ func TestCrashAfterLogRecoveryLosesAbortIndex(t *testing.T) {
 	if got := string(readCommittedValues(t, p)); got != want {
 		t.Errorf("read_committed saw %q, want %q", got, want)
 	}
-	if got := p.Log().AbortedTxns(0, leo, nil); !reflect.DeepEqual(got, wantIdx) {
+	if got := p.log.AbortedTxns(0, leo, nil); !reflect.DeepEqual(got, wantIdx) {
 		t.Errorf("aborted index has %d entries, want %d", len(got), len(wantIdx))
 	}
 }

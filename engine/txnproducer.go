@@ -38,7 +38,7 @@ type TransactionalProducer struct {
 // NewTransactionalProducer initializes the transactional id (fencing any
 // earlier instance, aborting its open transaction) and returns a producer.
 func (e *Engine) NewTransactionalProducer(id string, timeout time.Duration) (*TransactionalProducer, error) {
-	c, err := e.Coordinator()
+	c, err := e.coordinator()
 	if err != nil {
 		return nil, err
 	}
@@ -63,14 +63,15 @@ func (tp *TransactionalProducer) ID() (int64, int16) { return tp.pid, tp.epoch }
 
 // Send writes the records in bld to p inside the current transaction. A
 // failure leaves the transaction to be aborted: Commit refuses until
-// Abort (with a fencing error, everything refuses).
+// Abort (with a fencing error, everything refuses). As with Producer.Send,
+// bld is cleared once the batch is written.
 func (tp *TransactionalProducer) Send(p *Partition, bld *batch.Builder) (AppendResult, error) {
 	if err := tp.usable(); err != nil {
 		return AppendResult{}, err
 	}
 	if !tp.added[p] {
-		ref := TopicPartitionRef{Topic: p.topic, Partition: int32(p.index)}
-		if err := tp.c.AddPartitions(tp.id, tp.pid, tp.epoch, []TopicPartitionRef{ref}, true); err != nil {
+		ref := TopicPartition{Topic: p.topic, Partition: int32(p.index)}
+		if err := tp.c.AddPartitions(tp.id, tp.pid, tp.epoch, []TopicPartition{ref}, true); err != nil {
 			tp.failed = err
 			return AppendResult{}, err
 		}
@@ -82,12 +83,13 @@ func (tp *TransactionalProducer) Send(p *Partition, bld *batch.Builder) (AppendR
 	if err != nil {
 		return AppendResult{}, err // nothing was sent
 	}
-	res, err := p.appendBuilt(b)
+	res, err := p.appendWait(b, writeOpts{built: true})
 	if err != nil {
 		tp.failed = err
 		return AppendResult{}, fmt.Errorf("cannot send in transaction %q: %w", tp.id, err)
 	}
 	tp.seqs[p] = batch.NextSequence(b.LastSequence())
+	bld.Clear()
 	return res, nil
 }
 
@@ -182,13 +184,13 @@ func (tp *TransactionalProducer) SendOffsets(group string, offsets map[TopicPart
 	if _, err := e.offsets(); err != nil { // creates the internal topic on first use
 		return err
 	}
-	p, err := e.Partition(ConsumerOffsetsTopic, GroupPartition(group))
+	p, err := e.Partition(ConsumerOffsetsTopic, groupPartition(group))
 	if err != nil {
 		return err
 	}
 	if !tp.added[p] {
-		ref := TopicPartitionRef{Topic: ConsumerOffsetsTopic, Partition: int32(GroupPartition(group))}
-		if err := tp.c.AddPartitions(tp.id, tp.pid, tp.epoch, []TopicPartitionRef{ref}, true); err != nil {
+		ref := TopicPartition{Topic: ConsumerOffsetsTopic, Partition: int32(groupPartition(group))}
+		if err := tp.c.AddPartitions(tp.id, tp.pid, tp.epoch, []TopicPartition{ref}, true); err != nil {
 			return err
 		}
 		tp.added[p] = true

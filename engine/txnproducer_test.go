@@ -27,11 +27,11 @@ func TestTxnFencedAbortKeepsAbortableState(t *testing.T) {
 	if err := e.CreateTopic("in", 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.CreateTopicWithConfig("out", 1, map[string]string{"max.message.bytes": "1000"}); err != nil {
+	if err := e.CreateTopic("out", 1, map[string]string{"max.message.bytes": "1000"}); err != nil {
 		t.Fatal(err)
 	}
 	out := mustPartition(t, e, "out", 0)
-	c, err := e.Coordinator()
+	c, err := e.coordinator()
 	if err != nil {
 		t.Fatal(err)
 	}

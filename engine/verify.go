@@ -51,13 +51,8 @@ type verifyToken struct {
 	taken int64
 }
 
-// BeginVerification starts a verification of producer pid's next
-// transactional append here: call it before asking the coordinator
-// (Coordinator.Verify), and append with AppendNoWaitVerified. Concurrent
-// verifications of one producer share its token until a marker clears it,
-// as Kafka's requests share one verification guard: a second request must
-// not void the first one's check.
-func (p *Partition) BeginVerification(pid int64) Verification {
+// beginVerification: see Frontend.BeginVerification.
+func (p *Partition) beginVerification(pid int64) Verification {
 	v := &p.verify
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -108,13 +103,9 @@ func (v *verifier) expire(expired func(taken int64) bool) int {
 	return n
 }
 
-// AppendNoWaitVerified is AppendNoWait for a front end's transactional
-// batch: one that would open a transaction in the partition is refused
-// with ErrInvalidTxnState unless ver is the producer's token and no marker
-// of the producer came since it was taken. Other batches append as with
-// AppendNoWait.
-func (p *Partition) AppendNoWaitVerified(b []byte, ver Verification) (res AppendResult, wait bool, err error) {
-	res, wait, err = p.writeVerified(b, true, &ver)
+// appendNoWaitVerified: see Frontend.AppendNoWaitVerified.
+func (p *Partition) appendNoWaitVerified(b []byte, ver Verification) (res AppendResult, wait bool, err error) {
+	res, wait, err = p.write(b, writeOpts{ver: &ver})
 	return res, wait, p.gone(err)
 }
 

@@ -22,10 +22,10 @@ func TestVerificationEntryNeverExpires(t *testing.T) {
 	}
 	p, _ := e.Partition("t", 0)
 	for pid := int64(100); pid < 110; pid++ {
-		p.BeginVerification(pid) // then nothing: its append never comes
+		p.beginVerification(pid) // then nothing: its append never comes
 	}
 	now = now.Add(48 * time.Hour)
-	e.ExpireProducers()
+	e.expireProducers()
 	p.verify.mu.Lock()
 	left := len(p.verify.tokens)
 	p.verify.mu.Unlock()

@@ -223,7 +223,7 @@ func configEntry(entries []sarama.ConfigEntry, name string) (sarama.ConfigEntry,
 
 func TestSaramaDescribeConfig(t *testing.T) {
 	e, addr := saramaServer(t)
-	if err := e.CreateTopicWithConfig("sc", 1, map[string]string{"retention.ms": "3600000"}); err != nil {
+	if err := e.CreateTopic("sc", 1, map[string]string{"retention.ms": "3600000"}); err != nil {
 		t.Fatal(err)
 	}
 	a := saramaAdmin(t, addr)
@@ -510,7 +510,7 @@ func TestKadmGroups(t *testing.T) {
 
 func TestKadmConfigs(t *testing.T) {
 	e, addr := saramaServer(t)
-	if err := e.CreateTopicWithConfig("kc", 1, map[string]string{"retention.ms": "3600000", "max.message.bytes": "65536"}); err != nil {
+	if err := e.CreateTopic("kc", 1, map[string]string{"retention.ms": "3600000", "max.message.bytes": "65536"}); err != nil {
 		t.Fatal(err)
 	}
 	adm := kadmClient(t, addr)
@@ -705,7 +705,7 @@ func TestSaramaAdminVersions(t *testing.T) {
 	for _, v := range []sarama.KafkaVersion{sarama.V1_0_0_0, sarama.V2_0_0_0, sarama.V3_6_0_0} {
 		t.Run(v.String(), func(t *testing.T) {
 			e, addr := saramaServer(t)
-			if err := e.CreateTopicWithConfig("sv", 1, map[string]string{"retention.ms": "3600000"}); err != nil {
+			if err := e.CreateTopic("sv", 1, map[string]string{"retention.ms": "3600000"}); err != nil {
 				t.Fatal(err)
 			}
 			produceValues(t, addr, "sv", 0, "0", "1", "2", "3")

@@ -68,6 +68,9 @@ type dumpBatch struct {
 	IsControl       bool         `json:"isControl"`
 	Compression     string       `json:"compression"`
 	CRCValid        bool         `json:"crcValid"`
+	DeleteHorizonMs int64        `json:"deleteHorizonMs"`
+	GapBefore       int64        `json:"gapBefore"`
+	Emptied         bool         `json:"emptied"`
 	Records         []dumpRecord `json:"records"`
 }
 
@@ -85,7 +88,7 @@ type dumpHeader struct {
 }
 
 var (
-	batchKeys  = []string{"baseOffset", "lastOffset", "producerId", "producerEpoch", "baseSequence", "isTransactional", "isControl", "compression", "crcValid", "records"}
+	batchKeys  = []string{"baseOffset", "lastOffset", "producerId", "producerEpoch", "baseSequence", "isTransactional", "isControl", "compression", "crcValid", "deleteHorizonMs", "gapBefore", "emptied", "records"}
 	recordKeys = []string{"offset", "timestamp", "key", "value", "headers"}
 	headerKeys = []string{"key", "value"}
 	codecNames = []string{"none", "gzip", "snappy", "lz4", "zstd"}
@@ -243,6 +246,11 @@ func expectDump(t *testing.T, raw []byte) dumpBatch {
 		IsControl:       fb.Attributes&0x20 != 0,
 		Compression:     codecNames[fb.Attributes&7],
 		CRCValid:        true,
+		DeleteHorizonMs: -1,
+		Emptied:         fb.NumRecords == 0,
+	}
+	if fb.Attributes&0x40 != 0 { // KIP-534's delete horizon, in the first timestamp
+		want.DeleteHorizonMs = fb.FirstTimestamp
 	}
 	enc := func(b []byte) json.RawMessage { m, _ := json.Marshal(b); return m }
 	for _, kr := range fb.Records {
@@ -366,8 +374,10 @@ func TestDumpGolden(t *testing.T) {
 		t.Fatalf("%d output lines for %d batches\n%s", len(lines), len(batches), stderr)
 	}
 	seen := map[string]bool{}
+	next := int64(0) // the file's base, from its name
 	for i, raw := range batches {
 		want := expectDump(t, raw)
+		want.GapBefore, next = want.BaseOffset-next, want.LastOffset+1
 		seen[want.Compression] = true
 		checkLine(t, i, lines[i], want)
 	}

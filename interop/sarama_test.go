@@ -217,7 +217,7 @@ func TestSaramaConsumeTransformProduce(t *testing.T) {
 	if fmt.Sprint(got) != "[out-0 out-1 out-2 out-3 out-4]" {
 		t.Fatalf("output %v", got)
 	}
-	offs, err := e.FetchOffsets("sarama-g", []engine.TopicPartition{{Topic: "in", Partition: 0}}, true)
+	offs, err := e.Frontend().FetchOffsets("sarama-g", []engine.TopicPartition{{Topic: "in", Partition: 0}}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

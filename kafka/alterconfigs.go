@@ -1,6 +1,7 @@
 package kafka
 
-// AlterConfigs (key 33) v0-2 and IncrementalAlterConfigs (key 44) v0-1:
+// AlterConfigs (key 33), versions 0-2, and the rules it shares with
+// IncrementalAlterConfigs (key 44, versions 0-1, incrementalalterconfigs.go):
 // kafka-configs.sh --alter, kadm's AlterTopicConfigs, sarama's
 // ClusterAdmin.AlterConfig and librdkafka's admin API change a topic's
 // configs while it is open.
@@ -22,6 +23,7 @@ package kafka
 // Kafka's message.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -54,8 +56,9 @@ func (s *Server) alterTarget(typ kmsg.ConfigResourceType, name string, seen map[
 	return engine.ValidateTopic(name)
 }
 
-func (s *Server) alterConfigs(r *kmsg.AlterConfigsRequest) kmsg.Response {
+func (s *Server) alterConfigs(ctx context.Context, r *kmsg.AlterConfigsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.AlterConfigsResponse)
+	deadline := s.mutationDeadline()
 	seen := map[configResourceKey]int{}
 	for _, rr := range r.Resources {
 		seen[configResourceKey{rr.ResourceType, rr.ResourceName}]++
@@ -83,49 +86,12 @@ func (s *Server) alterConfigs(r *kmsg.AlterConfigsRequest) kmsg.Response {
 			case len(nulls) > 0:
 				err = errcode.New(kerr.InvalidRequest.Code, "Null value not supported for : "+strings.Join(nulls, ", "))
 			default:
-				err = s.eng.ReplaceTopicConfig(rr.ResourceName, cfg, r.ValidateOnly)
+				err = s.mutate(ctx, deadline, func() error { return s.eng.Frontend().ReplaceTopicConfig(rr.ResourceName, cfg, r.ValidateOnly) })
 			}
 		}
 		out.ErrorCode, out.ErrorMessage = s.configError(kmsg.AlterConfigs, rr.ResourceName, err)
 		if err == nil && !r.ValidateOnly {
 			s.log.Info("altered topic configs", "topic", rr.ResourceName, "configs", len(rr.Configs))
-		}
-		resp.Resources = append(resp.Resources, out)
-	}
-	return resp
-}
-
-func (s *Server) incrementalAlterConfigs(r *kmsg.IncrementalAlterConfigsRequest) kmsg.Response {
-	resp := r.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
-	seen := map[configResourceKey]int{}
-	for _, rr := range r.Resources {
-		seen[configResourceKey{rr.ResourceType, rr.ResourceName}]++
-	}
-	for _, rr := range r.Resources {
-		out := kmsg.NewIncrementalAlterConfigsResponseResource()
-		out.ResourceType, out.ResourceName = rr.ResourceType, rr.ResourceName
-		err := s.alterTarget(rr.ResourceType, rr.ResourceName, seen)
-		if err == nil {
-			ops := make([]engine.ConfigOp, 0, len(rr.Configs))
-			var nulls []string
-			for _, c := range rr.Configs {
-				op := engine.ConfigOp{Name: c.Name, Op: engine.ConfigOpKind(c.Op)}
-				if c.Value != nil {
-					op.Value = *c.Value
-				} else if c.Op != kmsg.IncrementalAlterConfigOpDelete {
-					nulls = append(nulls, c.Name)
-				}
-				ops = append(ops, op)
-			}
-			if len(nulls) > 0 {
-				err = errcode.New(kerr.InvalidRequest.Code, "Null value not supported for : "+strings.Join(nulls, ", "))
-			} else {
-				err = s.eng.IncrementalAlterTopicConfig(rr.ResourceName, ops, r.ValidateOnly)
-			}
-		}
-		out.ErrorCode, out.ErrorMessage = s.configError(kmsg.IncrementalAlterConfigs, rr.ResourceName, err)
-		if err == nil && !r.ValidateOnly {
-			s.log.Info("altered topic configs", "topic", rr.ResourceName, "changes", len(rr.Configs))
 		}
 		resp.Resources = append(resp.Resources, out)
 	}

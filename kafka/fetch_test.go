@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemlog/idemlog/batch"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -34,7 +35,7 @@ func fetchReq(topic string, parts []int32, offset int64, maxWait, minBytes int32
 // MaxWait at every segment boundary.
 func TestFetchMinBytesAcrossSegments(t *testing.T) {
 	ts := startServer(t, Options{})
-	if err := ts.eng.CreateTopicWithConfig("t", 1, map[string]string{"segment.bytes": "100"}); err != nil {
+	if err := ts.eng.CreateTopic("t", 1, map[string]string{"segment.bytes": "100"}); err != nil {
 		t.Fatal(err)
 	}
 	p, _ := ts.eng.Partition("t", 0)
@@ -140,5 +141,49 @@ func TestFetchSessionIDZeroIncrementalEpoch(t *testing.T) {
 		if resp.ErrorCode != kerr.FetchSessionIDNotFound.Code {
 			t.Errorf("session id %d epoch %d: code %d, want FETCH_SESSION_ID_NOT_FOUND (70)", c.id, c.epoch, resp.ErrorCode)
 		}
+	}
+}
+
+// TestFetchMaxBytesZero: Kafka caps a fetch at min(MaxBytes,
+// fetch.max.bytes) with only the first batch exempt (KIP-74): MaxBytes 0
+// returns exactly one batch. idemlog treats MaxBytes <= 0 as unlimited.
+func TestFetchMaxBytesZero(t *testing.T) {
+	ts := startServer(t, Options{})
+	if err := ts.eng.CreateTopic("t", 2); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		p, _ := ts.eng.Partition("t", i)
+		for range 2 {
+			if _, err := p.Append(buildBatch(t, -1, 0, 0, 2)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rc := dial(t, ts.addr)
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.MaxBytes, req.MaxWaitMillis = 11, 0, 0
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "t"
+	for i := range int32(2) {
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition, fp.PartitionMaxBytes = i, 1<<20
+		ft.Partitions = append(ft.Partitions, fp)
+	}
+	req.Topics = append(req.Topics, ft)
+	resp := rc.roundTrip(req).(*kmsg.FetchResponse)
+	batches := 0
+	for _, p := range resp.Topics[0].Partitions {
+		for data := p.RecordBatches; len(data) > 0; {
+			n, err := batch.Size(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data = data[n:]
+			batches++
+		}
+	}
+	if batches != 1 {
+		t.Fatalf("fetch with MaxBytes 0 returned %d batches, want 1", batches)
 	}
 }

@@ -3,7 +3,10 @@ package kafka
 import (
 	"encoding/binary"
 	"errors"
+	"net"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/internal/testutil"
@@ -79,7 +82,7 @@ func TestBadFramesCloseOnlyTheirConnection(t *testing.T) {
 		}
 	}
 	p, _ := ts.eng.Partition("t", 0)
-	if hw := p.Log().HighWatermark(); hw != 0 {
+	if hw := p.HighWatermark(); hw != 0 {
 		t.Fatalf("bad frames wrote %d offsets", hw)
 	}
 }
@@ -128,7 +131,7 @@ func TestProduceBadBatches(t *testing.T) {
 		}
 	}
 	p0, _ := ts.eng.Partition("t", 0)
-	if hw := p0.Log().HighWatermark(); hw != 0 {
+	if hw := p0.HighWatermark(); hw != 0 {
 		t.Fatalf("bad batches wrote %d offsets", hw)
 	}
 	req := produceReq("t", map[int32][]byte{0: good})
@@ -205,7 +208,7 @@ func TestProduceRetryReturnsOriginalOffsets(t *testing.T) {
 		t.Fatalf("old epoch: code %d", c)
 	}
 	p, _ := ts.eng.Partition("t", 0)
-	if hw := p.Log().HighWatermark(); hw != 7 {
+	if hw := p.HighWatermark(); hw != 7 {
 		t.Fatalf("high watermark %d, want 7", hw)
 	}
 }
@@ -250,5 +253,33 @@ func TestProduceTransactionalMixedRecords(t *testing.T) {
 	}
 	if resp := rc.roundTrip(kmsg.NewPtrApiVersionsRequest()).(*kmsg.ApiVersionsResponse); resp.ErrorCode != 0 {
 		t.Fatal("connection unusable after the request")
+	}
+}
+
+// A frame's size prefix alone (4 bytes) makes the server allocate the
+// whole claimed frame before any of it arrives: a few idle connections
+// pin gigabytes.
+func TestFramePrefixAllocatesUpfront(t *testing.T) {
+	ts := quietServer(t, Options{})
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const conns = 16
+	for range conns {
+		c, err := net.Dial("tcp", ts.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.Write(binary.BigEndian.AppendUint32(nil, 100<<20)) // and nothing else
+	}
+	time.Sleep(500 * time.Millisecond)
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("heap grew by %d MiB for %d connections that sent 4 bytes each", grew>>20, conns)
+	if grew > 256<<20 {
+		t.Errorf("heap grew by %d MiB from %d bytes of input", grew>>20, conns*4)
 	}
 }

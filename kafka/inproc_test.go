@@ -95,7 +95,7 @@ func TestDialServesKgoWithoutListener(t *testing.T) {
 	if err := c.CommitUncommittedOffsets(ctx); err != nil {
 		t.Fatalf("group commit through the dialer: %v", err)
 	}
-	offs, err := e.FetchOffsets("g", nil, false)
+	offs, err := e.Frontend().FetchOffsets("g", nil, false)
 	if err != nil || len(offs) == 0 {
 		t.Fatalf("group g's committed offsets = %v, %v; want some", offs, err)
 	}

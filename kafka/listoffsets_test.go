@@ -18,7 +18,7 @@ import (
 // listOffsetsWant is Kafka's answer by brute force: the first record at or
 // above the log start, below limit, with timestamp >= ts.
 func listOffsetsWant(t *testing.T, p *engine.Partition, ts, limit int64) (int64, int64) {
-	l := p.Log()
+	l := p
 	start := l.LogStartOffset()
 	var d batch.Decoder
 	var r batch.Record
@@ -69,9 +69,9 @@ func TestOffsetForTimeRecordsModel(t *testing.T) {
 			codecs := []batch.Codec{batch.CodecNone, batch.CodecGzip, batch.CodecSnappy, batch.CodecLZ4, batch.CodecZstd}
 			for step := 0; step < 200; step++ {
 				if rng.IntN(15) == 0 {
-					l := p.Log()
+					l := p
 					if hw := l.HighWatermark(); hw > l.LogStartOffset() {
-						if err := l.DeleteRecordsBefore(l.LogStartOffset() + rng.Int64N(hw-l.LogStartOffset()+1)); err != nil {
+						if _, err := l.DeleteRecordsBefore(l.LogStartOffset() + rng.Int64N(hw-l.LogStartOffset()+1)); err != nil {
 							t.Fatal(err)
 						}
 					}
@@ -91,11 +91,11 @@ func TestOffsetForTimeRecordsModel(t *testing.T) {
 				}
 				for range 4 {
 					ts := rng.Int64N(clock + 20)
-					off, gotTs, err := offsetForTime(p, ts, false)
+					off, gotTs, err := offsetForTime(e.Frontend(), p, ts, false)
 					if err != nil {
 						t.Fatal(err)
 					}
-					wo, wts := listOffsetsWant(t, p, ts, p.Log().HighWatermark())
+					wo, wts := listOffsetsWant(t, p, ts, p.HighWatermark())
 					if off != wo || gotTs != wts {
 						t.Fatalf("step %d: offsetForTime(%d) = (%d, %d), want (%d, %d)", step, ts, off, gotTs, wo, wts)
 					}
@@ -239,14 +239,147 @@ func TestListOffsetsByTimeBelowLogStart(t *testing.T) {
 	if _, err := p.Append(bytes.Clone(raw)); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Log().DeleteRecordsBefore(2); err != nil {
+	if _, err := p.DeleteRecordsBefore(2); err != nil {
 		t.Fatal(err)
 	}
-	off, ts, err := offsetForTime(p, 50, false)
+	off, ts, err := offsetForTime(e.Frontend(), p, 50, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if off != 3 || ts != 100 {
 		t.Fatalf("offsetForTime(50) with log start 2 = offset %d ts %d; want offset 3 ts 100", off, ts)
+	}
+}
+
+// TestListOffsetsTimestampReadCommitted: a timestamp lookup under
+// read_committed only finds offsets below the last stable offset (Kafka
+// Partition.fetchOffsetForTimestamp filters offset < lastFetchableOffset,
+// the LSO for READ_COMMITTED). idemlog returns an offset inside the open
+// transaction.
+func TestListOffsetsTimestampReadCommitted(t *testing.T) {
+	ts := startServer(t, Options{})
+	if err := ts.eng.CreateTopic("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	rc := dial(t, ts.addr)
+	id := "tx"
+	ip := kmsg.NewPtrInitProducerIDRequest()
+	ip.TransactionalID, ip.TransactionTimeoutMillis = &id, 60000
+	ipr := rc.roundTrip(ip).(*kmsg.InitProducerIDResponse)
+	if ipr.ErrorCode != 0 {
+		t.Fatal(ipr.ErrorCode)
+	}
+	ap := kmsg.NewPtrAddPartitionsToTxnRequest()
+	ap.TransactionalID, ap.ProducerID, ap.ProducerEpoch = id, ipr.ProducerID, ipr.ProducerEpoch
+	at := kmsg.NewAddPartitionsToTxnRequestTopic()
+	at.Topic, at.Partitions = "t", []int32{0}
+	ap.Topics = append(ap.Topics, at)
+	if c := rc.roundTrip(ap).(*kmsg.AddPartitionsToTxnResponse).Topics[0].Partitions[0].ErrorCode; c != 0 {
+		t.Fatal(c)
+	}
+	bld := batch.NewBuilder(batch.CodecNone)
+	bld.SetProducer(ipr.ProducerID, ipr.ProducerEpoch, 0)
+	bld.SetTransactional(true)
+	bld.Append(1700000000000, nil, []byte("v"), nil)
+	b, err := bld.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	preq := produceReq("t", map[int32][]byte{0: append([]byte(nil), b...)})
+	preq.TransactionID = &id
+	if c := rc.roundTrip(preq).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode; c != 0 {
+		t.Fatal(c)
+	}
+	// One request per lookup: a partition named twice in one request is
+	// INVALID_REQUEST (Kafka's duplicatePartitions).
+	var out []kmsg.ListOffsetsResponseTopicPartition
+	for _, when := range []int64{-1, 0} {
+		lo := kmsg.NewPtrListOffsetsRequest()
+		lo.Version, lo.IsolationLevel = 4, 1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = when
+		rt.Partitions = append(rt.Partitions, rp)
+		lo.Topics = append(lo.Topics, rt)
+		out = append(out, rc.roundTrip(lo).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0])
+	}
+	if out[0].Offset != 0 {
+		t.Fatalf("latest under read_committed: %d, want LSO 0", out[0].Offset)
+	}
+	if out[1].ErrorCode != 0 || out[1].Offset != -1 {
+		t.Fatalf("timestamp lookup under read_committed: code %d offset %d ts %d, want offset -1 (only record is above the LSO 0)",
+			out[1].ErrorCode, out[1].Offset, out[1].Timestamp)
+	}
+}
+
+// TestListOffsetsTimestampBelowLogStart: a timestamp lookup never
+// answers an offset below the log start offset (Kafka
+// LogSegment.findOffsetByTimestamp(ts, startingOffset = logStartOffset)
+// requires record.offset >= startingOffset).
+func TestListOffsetsTimestampBelowLogStart(t *testing.T) {
+	ts := startServer(t, Options{})
+	if err := ts.eng.CreateTopic("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := ts.eng.Partition("t", 0)
+	if _, err := p.Append(buildBatch(t, -1, 0, 0, 4)); err != nil { // ts base+0..3 at offsets 0..3
+		t.Fatal(err)
+	}
+	if _, err := p.DeleteRecordsBefore(2); err != nil {
+		t.Fatal(err)
+	}
+	rc := dial(t, ts.addr)
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lo.Version = 4
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = "t"
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Timestamp = 0
+	rt.Partitions = append(rt.Partitions, rp)
+	lo.Topics = append(lo.Topics, rt)
+	out := rc.roundTrip(lo).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+	if out.ErrorCode != 0 || out.Offset != 2 || out.Timestamp != 1700000000002 {
+		t.Fatalf("lookup ts 0 with log start 2: code %d offset %d ts %d, want offset 2 ts 1700000000002",
+			out.ErrorCode, out.Offset, out.Timestamp)
+	}
+}
+
+// TestListOffsetsByTime: the first record at or after a timestamp, with
+// its timestamp, found inside a batch; -1 past the end.
+func TestListOffsetsByTime(t *testing.T) {
+	ts := startServer(t, Options{})
+	if err := ts.eng.CreateTopic("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := ts.eng.Partition("t", 0)
+	for range 2 {
+		if _, err := p.Append(buildBatch(t, -1, 0, 0, 4)); err != nil { // timestamps base+0..3
+			t.Fatal(err)
+		}
+	}
+	rc := dial(t, ts.addr)
+	lookup := func(when int64) (int64, int64) {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.Version = 4
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = when
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		out := rc.roundTrip(req).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+		if out.ErrorCode != 0 {
+			t.Fatalf("lookup %d: code %d", when, out.ErrorCode)
+		}
+		return out.Offset, out.Timestamp
+	}
+	const base = 1700000000000
+	for _, c := range []struct{ when, off, ts int64 }{
+		{0, 0, base}, {base + 2, 2, base + 2}, {base + 3, 3, base + 3}, {base + 4, -1, -1}, {-2, 0, -1}, {-1, 8, -1},
+	} {
+		if off, gotTS := lookup(c.when); off != c.off || gotTS != c.ts {
+			t.Errorf("lookup %d: offset %d ts %d, want %d %d", c.when, off, gotTS, c.off, c.ts)
+		}
 	}
 }

@@ -77,7 +77,7 @@ func newMetrics(s *Server) *metrics {
 			func() float64 {
 				var lag int64
 				for _, p := range e.Partitions() {
-					lag += p.Log().HighWatermark() - p.LastStableOffset()
+					lag += p.HighWatermark() - p.LastStableOffset()
 				}
 				return float64(lag)
 			}),

@@ -1,5 +1,10 @@
 package kafka
 
+// Produce (key 0), versions 3-11 (listed from 0): each partition's record
+// batch appended as the client built it (idempotent and transactional
+// producers checked by the engine), acks 0, 1 and -1, the durability wait
+// overlapping the requests pipelined behind.
+
 import (
 	"encoding/binary"
 	"errors"
@@ -74,24 +79,24 @@ func (s *Server) produce(r *kmsg.ProduceRequest) pending {
 			var ver engine.Verification
 			if b := batch.Batch(rp.Records); err == nil && txnPID >= 0 && len(b) >= batch.HeaderSize && b.IsTransactional() {
 				verified = true
-				if !p.TxnOpen(txnPID, b.ProducerEpoch()) {
-					ver = p.BeginVerification(txnPID)
+				if !s.eng.Frontend().TxnOpen(p, txnPID, b.ProducerEpoch()) {
+					ver = s.eng.Frontend().BeginVerification(p, txnPID)
 					err = s.coord.Verify(*r.TransactionID, txnPID, b.ProducerEpoch(),
-						engine.TopicPartitionRef{Topic: rt.Topic, Partition: rp.Partition})
+						engine.TopicPartition{Topic: rt.Topic, Partition: rp.Partition})
 				}
 			}
 			if err == nil {
 				var res engine.AppendResult
 				var wait bool
 				if verified {
-					res, wait, err = p.AppendNoWaitVerified(rp.Records, ver)
+					res, wait, err = s.eng.Frontend().AppendNoWaitVerified(p, rp.Records, ver)
 				} else {
-					res, wait, err = p.AppendNoWait(rp.Records)
+					res, wait, err = s.eng.Frontend().AppendNoWait(p, rp.Records)
 				}
 				if err == nil {
 					out.BaseOffset = res.BaseOffset
 					out.LogAppendTime = res.LogAppendTime
-					out.LogStartOffset = p.Log().LogStartOffset()
+					out.LogStartOffset = p.LogStartOffset()
 					s.m.recordsIn.Add(float64(res.LastOffset - res.BaseOffset + 1))
 					if wait {
 						waits = append(waits, engine.DurableWait{P: p, End: res.LastOffset + 1})
@@ -121,7 +126,7 @@ func (s *Server) produce(r *kmsg.ProduceRequest) pending {
 	p.finish = func() {
 		// The partitions' syncs run side by side: a request over N
 		// partitions under fsync always waits about one sync, not N.
-		engine.WaitAll(waits)
+		s.eng.Frontend().WaitAll(waits)
 		for i, w := range waits {
 			if w.Err != nil {
 				s.produceFailed(slots[i], r.Version, w.Err)

@@ -51,7 +51,7 @@ func produceFrames(t *testing.T, ts *testServer, prefix string, cases []frameCas
 		if err != nil {
 			t.Fatal(err)
 		}
-		chunk, err := p.Log().Read(0, 1<<20)
+		chunk, err := p.Read(0, 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,10 +1,14 @@
 package kafka
 
 import (
+	"net"
 	"testing"
+	"time"
 
 	"github.com/idemlog/idemlog/batch"
+	"github.com/idemlog/idemlog/engine"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -48,7 +52,7 @@ func TestProduceZstdBelowV7(t *testing.T) {
 			codes, kerr.UnsupportedCompressionType.Code)
 	}
 	p0, _ := ts.eng.Partition("t", 0)
-	if hw := p0.Log().HighWatermark(); hw != 0 {
+	if hw := p0.HighWatermark(); hw != 0 {
 		t.Fatalf("zstd batch of a v6 produce was written: high watermark %d", hw)
 	}
 }
@@ -155,5 +159,66 @@ func TestTransactionalWithoutID(t *testing.T) {
 	req := produceReq("t", map[int32][]byte{0: x.batch(0, 1)})
 	if c := produceCodes(t, rc, req); c[0] != kerr.TransactionalIDAuthorizationFailed.Code {
 		t.Fatalf("codes %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED (%d)", c, kerr.TransactionalIDAuthorizationFailed.Code)
+	}
+}
+
+// TestLogAppendTimeOverTheWire: on a LogAppendTime topic a kgo producer's
+// records come back with the broker's append time, and the produce
+// response carries it.
+func TestLogAppendTimeOverTheWire(t *testing.T) {
+	ts := startServer(t, Options{})
+	rc := dial(t, ts.addr)
+	if got := createWithConfigs(rc, "lat", false, strp("message.timestamp.type"), strp("LogAppendTime")); got.ErrorCode != 0 {
+		t.Fatal(got.ErrorCode)
+	}
+	cl := ts.client(t)
+	old := time.UnixMilli(1000)
+	before := time.Now().Add(-time.Second)
+	res := cl.ProduceSync(ctxT(t), &kgo.Record{Topic: "lat", Partition: 0, Value: []byte("v"), Timestamp: old})
+	if err := res.FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	got := consume(t, ts, "lat", 1)
+	if ts := got[0].Timestamp; ts.Before(before) || ts.After(time.Now().Add(time.Second)) || got[0].Attrs.TimestampType() != 1 {
+		t.Fatalf("consumed timestamp %v type %d, want the append time (type 1)", ts, got[0].Attrs.TimestampType())
+	}
+}
+
+// TestProduceToInternalTopicRejected: Kafka's
+// ReplicaManager.appendToLocalLog refuses client appends to internal topics
+// (__consumer_offsets, __transaction_state) with INVALID_TOPIC_EXCEPTION
+// (17). idemlog appends the client's bytes into the offsets log.
+func TestProduceToInternalTopicRejected(t *testing.T) {
+	ts := startServer(t, Options{})
+	if _, err := ts.eng.Frontend().OffsetsPartition("g"); err != nil { // creates __consumer_offsets
+		t.Fatal(err)
+	}
+	rc := dial(t, ts.addr)
+	resp := rc.roundTrip(produceReq(engine.ConsumerOffsetsTopic, map[int32][]byte{0: buildBatch(t, -1, 0, 0, 1)})).(*kmsg.ProduceResponse)
+	p := resp.Topics[0].Partitions[0]
+	if p.ErrorCode != kerr.InvalidTopicException.Code {
+		part, _ := ts.eng.Partition(engine.ConsumerOffsetsTopic, 0)
+		t.Fatalf("produce to %s-0: code %d base offset %d (partition HW now %d), want INVALID_TOPIC_EXCEPTION (17)",
+			engine.ConsumerOffsetsTopic, p.ErrorCode, p.BaseOffset, part.HighWatermark())
+	}
+}
+
+// TestAcksZeroErrorClosesConnection: with acks=0 Kafka closes the
+// connection when any partition of the produce failed (KafkaApis
+// handleProduceRequest: "the server will close socket server so that the
+// producer client will know that some error has happened"). idemlog drops
+// the error silently and keeps the connection.
+func TestAcksZeroErrorClosesConnection(t *testing.T) {
+	ts := startServer(t, Options{})
+	rc := dial(t, ts.addr)
+	req := produceReq("missing", map[int32][]byte{0: buildBatch(t, -1, 0, 0, 1)})
+	req.Acks = 0
+	rc.send(req)
+	// expectClosed accepts a read timeout as "closed"; require EOF/reset.
+	rc.c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	var b [1]byte
+	n, err := rc.c.Read(b[:])
+	if ne, ok := err.(net.Error); err == nil || n > 0 || (ok && ne.Timeout()) {
+		t.Fatalf("connection still open after a failed acks=0 produce (read %d bytes, %v)", n, err)
 	}
 }

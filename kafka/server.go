@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -147,6 +148,9 @@ type Server struct {
 	// slots holds a token per open connection, for MaxConnections; nil:
 	// no cap.
 	slots chan struct{}
+	// mutations holds a token while a topic mutation runs in the engine
+	// (mutations.go).
+	mutations chan struct{}
 
 	// Repeated failures are logged at most once per logLimitInterval each;
 	// server errors per API, so that a failing produce does not hide a
@@ -164,7 +168,7 @@ type Server struct {
 // not close it.
 func New(e *engine.Engine, opts Options) (*Server, error) {
 	opts = opts.withDefaults()
-	coord, err := e.Coordinator()
+	coord, err := e.Frontend().Coordinator()
 	if err != nil {
 		return nil, fmt.Errorf("cannot start server: %w", err)
 	}
@@ -173,7 +177,8 @@ func New(e *engine.Engine, opts Options) (*Server, error) {
 	}
 	s := &Server{eng: e, coord: coord, opts: opts, log: opts.Logger,
 		groups:    group.New(opts.Group),
-		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, perIP: map[string]int{}}
+		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, perIP: map[string]int{},
+		mutations: make(chan struct{}, 1)}
 	if opts.MaxConnections > 0 {
 		s.slots = make(chan struct{}, opts.MaxConnections)
 	}
@@ -372,7 +377,7 @@ func (s *Server) maintain() {
 		}
 		if time.Since(lastRetention) >= s.opts.RetentionInterval {
 			lastRetention = time.Now()
-			if n, err := s.eng.ApplyRetention(); err != nil {
+			if n, err := s.eng.Frontend().ApplyRetention(); err != nil {
 				s.log.Warn("cannot apply retention", "err", err)
 			} else if n > 0 {
 				s.log.Info("retention deleted segments", "count", n)
@@ -383,14 +388,14 @@ func (s *Server) maintain() {
 		} else if n > 0 {
 			s.log.Info("aborted timed-out transactions", "count", n)
 		}
-		s.eng.ExpireProducers()
+		s.eng.Frontend().ExpireProducers()
 		if _, err := s.coord.ExpireTransactionalIDs(); err != nil {
 			s.log.Warn("cannot expire transactional ids", "err", err)
 		}
 		// A group with offsets (committed or pending in a transaction) is
 		// kept, as Kafka keeps it until they expire.
 		s.groups.ForgetEmptyGroups(func(group string) bool {
-			got, err := s.eng.FetchOffsets(group, nil, true)
+			got, err := s.eng.Frontend().FetchOffsets(group, nil, true)
 			return err != nil || len(got) > 0
 		})
 	}
@@ -533,7 +538,8 @@ func (s *Server) serveConn(nc net.Conn, host string) {
 }
 
 // mayPark reports whether handling req may wait for something other than
-// the connection: a Fetch with a wait, a JoinGroup or a SyncGroup.
+// the connection: a Fetch with a wait, a JoinGroup, a SyncGroup or a topic
+// mutation (its turn, mutations.go).
 func mayPark(req kmsg.Request) bool {
 	switch r := req.(type) {
 	case *kmsg.FetchRequest:
@@ -541,7 +547,7 @@ func mayPark(req kmsg.Request) bool {
 	case *kmsg.JoinGroupRequest, *kmsg.SyncGroupRequest:
 		return true
 	}
-	return false
+	return isMutation(req)
 }
 
 // watchDisconnect reads ahead on nc while req, which may park, is handled,
@@ -724,7 +730,7 @@ func (s *Server) handle(ctx context.Context, h header, req kmsg.Request) pending
 	case *kmsg.ApiVersionsRequest:
 		p.resp = s.apiVersions(r)
 	case *kmsg.MetadataRequest:
-		p.resp = s.metadata(r)
+		p.resp = s.metadata(ctx, r)
 	case *kmsg.FindCoordinatorRequest:
 		p.resp = s.findCoordinator(r)
 	case *kmsg.ProduceRequest:
@@ -756,9 +762,9 @@ func (s *Server) handle(ctx context.Context, h header, req kmsg.Request) pending
 	case *kmsg.LeaveGroupRequest:
 		p.resp = s.groups.LeaveGroup(r)
 	case *kmsg.CreateTopicsRequest:
-		p.resp = s.createTopics(r)
+		p.resp = s.createTopics(ctx, r)
 	case *kmsg.DeleteTopicsRequest:
-		p.resp = s.deleteTopics(r)
+		p.resp = s.deleteTopics(ctx, r)
 	case *kmsg.DeleteGroupsRequest:
 		p.resp = s.deleteGroups(r)
 	case *kmsg.ListGroupsRequest:
@@ -770,11 +776,11 @@ func (s *Server) handle(ctx context.Context, h header, req kmsg.Request) pending
 	case *kmsg.DeleteRecordsRequest:
 		p.resp = s.deleteRecords(r)
 	case *kmsg.CreatePartitionsRequest:
-		p.resp = s.createPartitions(r)
+		p.resp = s.createPartitions(ctx, r)
 	case *kmsg.AlterConfigsRequest:
-		p.resp = s.alterConfigs(r)
+		p.resp = s.alterConfigs(ctx, r)
 	case *kmsg.IncrementalAlterConfigsRequest:
-		p.resp = s.incrementalAlterConfigs(r)
+		p.resp = s.incrementalAlterConfigs(ctx, r)
 	default:
 		panic(fmt.Sprintf("BUG: advertised key %d has no handler", key))
 	}
@@ -807,4 +813,29 @@ func (s *Server) logServerError(key kmsg.Key, c int16, err error) {
 	case errors.Is(err, pidtable.ErrTooManyProducers):
 		s.producerLimitLog.log(s.log, slog.LevelWarn, "partition refuses new producers", "err", err)
 	}
+}
+
+// clientHost is how Kafka writes a client's address in DescribeGroups:
+// "/" and the IP address (Java's InetAddress.toString with no host name),
+// an IPv6 one with all eight groups, none compressed, as Java's
+// Inet6Address.getHostAddress writes it.
+func clientHost(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		if ta.IP.To4() != nil || len(ta.IP) != net.IPv6len {
+			return "/" + ta.IP.String()
+		}
+		groups := make([]string, 8)
+		for i := range groups {
+			groups[i] = strconv.FormatUint(uint64(ta.IP[2*i])<<8|uint64(ta.IP[2*i+1]), 16)
+		}
+		host := strings.Join(groups, ":")
+		if ta.Zone != "" {
+			host += "%" + ta.Zone
+		}
+		return "/" + host
+	}
+	if host, _, err := net.SplitHostPort(a.String()); err == nil {
+		return "/" + host
+	}
+	return "/" + a.String()
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -231,47 +232,6 @@ func (rc *rawConn) expectClosed() {
 	}
 }
 
-func TestApiVersions(t *testing.T) {
-	ts := startServer(t, Options{})
-	rc := dial(t, ts.addr)
-	for v := int16(0); v <= 4; v++ {
-		req := kmsg.NewPtrApiVersionsRequest()
-		req.Version = v
-		req.ClientSoftwareName, req.ClientSoftwareVersion = "test", "1"
-		resp := rc.roundTrip(req).(*kmsg.ApiVersionsResponse)
-		if resp.ErrorCode != 0 || len(resp.ApiKeys) != len(apis) {
-			t.Fatalf("v%d: error %d, %d keys", v, resp.ErrorCode, len(resp.ApiKeys))
-		}
-	}
-	// KIP-511: a version above the maximum gets v0's layout with
-	// UNSUPPORTED_VERSION and the table, and the connection stays open.
-	req := kmsg.NewPtrApiVersionsRequest()
-	req.Version = 5
-	rc.send(req)
-	resp := kmsg.NewPtrApiVersionsResponse()
-	resp.Version = 0
-	rc.recv(resp)
-	if resp.ErrorCode != kerr.UnsupportedVersion.Code || len(resp.ApiKeys) != len(apis) {
-		t.Fatalf("fallback: error %d, %d keys", resp.ErrorCode, len(resp.ApiKeys))
-	}
-	// v3 carries the client's software name and version, which Kafka
-	// requires to match its pattern (an empty one is INVALID_REQUEST).
-	req.Version = 3
-	req.ClientSoftwareName, req.ClientSoftwareVersion = "test", "1"
-	if resp := rc.roundTrip(req).(*kmsg.ApiVersionsResponse); resp.ErrorCode != 0 {
-		t.Fatalf("after fallback: error %d", resp.ErrorCode)
-	}
-}
-
-func TestVersionsWithinKmsg(t *testing.T) {
-	for _, a := range apis {
-		req := kmsg.RequestForKey(a.key.Int16())
-		if req == nil || a.max > req.MaxVersion() || a.min > a.max {
-			t.Errorf("%s: advertised %d-%d, kmsg max %d", a.key.Name(), a.min, a.max, req.MaxVersion())
-		}
-	}
-}
-
 func createTopic(t testing.TB, cl *kgo.Client, topic string, parts int) error {
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
@@ -327,7 +287,7 @@ func TestTopicsAdmin(t *testing.T) {
 	if dresp.Topics[0].ErrorCode != 0 || dresp.Topics[1].ErrorCode != kerr.UnknownTopicOrPartition.Code {
 		t.Fatalf("delete: %+v", dresp.Topics)
 	}
-	if _, ok := ts.eng.TopicByID(id); ok {
+	if _, ok := ts.eng.Frontend().TopicByID(id); ok {
 		t.Fatal("deleted topic's id still resolves")
 	}
 	if err := createTopic(t, cl, "a", 1); err != nil {
@@ -338,7 +298,7 @@ func TestTopicsAdmin(t *testing.T) {
 // TestRetentionTick: the server's maintenance applies topic retention.
 func TestRetentionTick(t *testing.T) {
 	ts := startServer(t, Options{MaintainInterval: 20 * time.Millisecond, RetentionInterval: 20 * time.Millisecond})
-	if err := ts.eng.CreateTopicWithConfig("r", 1, map[string]string{"retention.bytes": "1", "segment.bytes": "4096"}); err != nil {
+	if err := ts.eng.CreateTopic("r", 1, map[string]string{"retention.bytes": "1", "segment.bytes": "4096"}); err != nil {
 		t.Fatal(err)
 	}
 	p, _ := ts.eng.Partition("r", 0)
@@ -347,54 +307,15 @@ func TestRetentionTick(t *testing.T) {
 			t.Fatal(i, err)
 		}
 	}
-	if ents, _ := os.ReadDir(p.Log().Dir()); len(ents) < 6 {
+	if ents, _ := os.ReadDir(ts.eng.Frontend().Log(p).Dir()); len(ents) < 6 {
 		t.Fatalf("no roll: %d files", len(ents))
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for p.Log().LogStartOffset() == 0 {
+	for p.LogStartOffset() == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("retention never deleted a segment")
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// TestListOffsetsByTime: the first record at or after a timestamp, with
-// its timestamp, found inside a batch; -1 past the end.
-func TestListOffsetsByTime(t *testing.T) {
-	ts := startServer(t, Options{})
-	if err := ts.eng.CreateTopic("t", 1); err != nil {
-		t.Fatal(err)
-	}
-	p, _ := ts.eng.Partition("t", 0)
-	for range 2 {
-		if _, err := p.Append(buildBatch(t, -1, 0, 0, 4)); err != nil { // timestamps base+0..3
-			t.Fatal(err)
-		}
-	}
-	rc := dial(t, ts.addr)
-	lookup := func(when int64) (int64, int64) {
-		req := kmsg.NewPtrListOffsetsRequest()
-		req.Version = 4
-		rt := kmsg.NewListOffsetsRequestTopic()
-		rt.Topic = "t"
-		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Timestamp = when
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		out := rc.roundTrip(req).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
-		if out.ErrorCode != 0 {
-			t.Fatalf("lookup %d: code %d", when, out.ErrorCode)
-		}
-		return out.Offset, out.Timestamp
-	}
-	const base = 1700000000000
-	for _, c := range []struct{ when, off, ts int64 }{
-		{0, 0, base}, {base + 2, 2, base + 2}, {base + 3, 3, base + 3}, {base + 4, -1, -1}, {-2, 0, -1}, {-1, 8, -1},
-	} {
-		if off, gotTS := lookup(c.when); off != c.off || gotTS != c.ts {
-			t.Errorf("lookup %d: offset %d ts %d, want %d %d", c.when, off, gotTS, c.off, c.ts)
-		}
 	}
 }
 
@@ -444,5 +365,74 @@ func TestCloseWithStuckClient(t *testing.T) {
 	case <-done:
 	case <-time.After(closeWriteGrace + 10*time.Second):
 		t.Fatal("Close hung on a client that does not read")
+	}
+}
+
+func quietServer(t *testing.T, opts Options) *testServer {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return startServer(t, opts)
+}
+
+func TestNoGoroutineLeak(t *testing.T) {
+	ts := quietServer(t, Options{})
+	if err := ts.eng.CreateTopic("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	// warm up
+	rc := dial(t, ts.addr)
+	rc.roundTrip(kmsg.NewPtrMetadataRequest())
+	rc.c.Close()
+	time.Sleep(200 * time.Millisecond)
+	base := runtime.NumGoroutine()
+	for range 50 {
+		c, err := net.Dial("tcp", ts.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc := &rawConn{t: t, c: c}
+		for range 20 {
+			m := kmsg.NewPtrMetadataRequest()
+			m.Version = 9
+			rc.send(m)
+		}
+		f := kmsg.NewPtrFetchRequest()
+		f.Version, f.MaxWaitMillis, f.MinBytes, f.MaxBytes = 11, 500, 1, 1<<20
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic = "t"
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.PartitionMaxBytes = 1 << 20
+		ft.Partitions = append(ft.Partitions, fp)
+		f.Topics = append(f.Topics, ft)
+		rc.send(f)
+		c.Close()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > base+2 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > base+2 {
+		buf := make([]byte, 1<<20)
+		t.Errorf("goroutines %d, was %d\n%s", n, base, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// TestClientHostIPv6: Kafka writes a member's client host as
+// InetAddress.toString of the connection's peer, "/" + getHostAddress();
+// Java's Inet6Address.getHostAddress never compresses zeros
+// ("0:0:0:0:0:0:0:1"), unlike Go's net.IP.String ("::1").
+func TestClientHostIPv6(t *testing.T) {
+	for _, c := range []struct {
+		ip   string
+		want string
+	}{
+		{"::1", "/0:0:0:0:0:0:0:1"},
+		{"2001:db8::1", "/2001:db8:0:0:0:0:0:1"},
+		{"127.0.0.1", "/127.0.0.1"},
+	} {
+		if got := clientHost(&net.TCPAddr{IP: net.ParseIP(c.ip), Port: 5000}); got != c.want {
+			t.Errorf("clientHost(%s) = %q, want %q as Kafka writes it", c.ip, got, c.want)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,6 +53,17 @@ var soakDuration = flag.Duration("soak.duration", 20*time.Second, "TestSoakServe
 // states; together well under 1 GiB. 1.5 GiB leaves room for the Go heap's
 // growth target (GOGC doubles the live heap) while still catching a leak
 // of the kind issue L1 showed (3.4 GB held by 2,000 connections).
+// soakProfiles, if set, is a directory that gets the server's goroutine
+// profile (net/http/pprof, debug=1) once a minute and at the end of the
+// load: where its goroutines park when connections pile up.
+var soakProfiles = flag.String("soak.profiles", "", "TestSoakServeProcess: write the server's goroutine profiles to `DIR` each minute")
+
+// soakMaxConnections is serve's --max-connections in the soak. The load
+// itself keeps about 700 connections open (idle, slow, fuzzers, floods);
+// connections that stay at the cap mean the server holds departed
+// clients' connections, and new clients wait in the listen backlog.
+const soakMaxConnections = 2000
+
 var soakRSSBoundMiB = flag.Int64("soak.rss-mib", 1536, "TestSoakServeProcess: bound on the server's VmRSS, MiB")
 
 // soakClass counts one class of the soak's traffic.
@@ -175,10 +187,11 @@ func (sc *soakConn) roundTrip(req kmsg.Request, timeout time.Duration) (kmsg.Res
 
 // soakServer is `idemlog serve` running as a child process.
 type soakServer struct {
-	cmd    *exec.Cmd
-	addr   string
-	exited chan struct{} // closed when the process has exited
-	err    error         // Wait's result, once exited is closed
+	cmd     *exec.Cmd
+	addr    string
+	metrics string        // the --metrics (and --pprof) address
+	exited  chan struct{} // closed when the process has exited
+	err     error         // Wait's result, once exited is closed
 }
 
 func startSoakServer(t *testing.T, bin, dir, logPath string) *soakServer {
@@ -188,7 +201,8 @@ func startSoakServer(t *testing.T, bin, dir, logPath string) *soakServer {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "serve", "--dir", dir, "--listen", "127.0.0.1:0",
-		"--max-connections", "2000", "--request-timeout-ms", "5000", "--log-level", "info")
+		"--max-connections", strconv.Itoa(soakMaxConnections), "--request-timeout-ms", "5000", "--log-level", "info",
+		"--metrics", "127.0.0.1:0", "--pprof")
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -206,6 +220,12 @@ func startSoakServer(t *testing.T, bin, dir, logPath string) *soakServer {
 		t.Fatalf("serve did not start (first line %q); its log:\n%s", lines.Text(), soakTail(logPath))
 	}
 	s.addr = strings.TrimPrefix(lines.Text(), "listening on ")
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "metrics on ") {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("serve printed no metrics address (line %q); its log:\n%s", lines.Text(), soakTail(logPath))
+	}
+	s.metrics = strings.TrimPrefix(lines.Text(), "metrics on ")
 	go func() {
 		io.Copy(io.Discard, stdout)
 		s.err = cmd.Wait()
@@ -249,27 +269,56 @@ func tailOf(b []byte) string {
 	return string(b)
 }
 
-// soakProcStats reads the process's resident set (bytes) and open
-// descriptors from /proc.
-func soakProcStats(pid int) (rss int64, fds int, err error) {
+// soakProcStats reads the process's resident set (bytes), open
+// descriptors and the sockets among them from /proc.
+func soakProcStats(pid int) (rss int64, fds, sockets int, err error) {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	for line := range strings.SplitSeq(string(status), "\n") {
 		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			if err != nil {
-				return 0, 0, err
+				return 0, 0, 0, err
 			}
 			rss = kb << 10
 		}
 	}
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	fdDir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(fdDir)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	return rss, len(ents), nil
+	for _, e := range ents {
+		if target, err := os.Readlink(filepath.Join(fdDir, e.Name())); err == nil && strings.HasPrefix(target, "socket:") {
+			sockets++
+		}
+	}
+	return rss, len(ents), sockets, nil
+}
+
+// saveGoroutineProfile writes the server's goroutine profile to dir/name.
+func saveGoroutineProfile(t *testing.T, metricsAddr, dir, name string) {
+	t.Helper()
+	cl := http.Client{Timeout: 30 * time.Second}
+	resp, err := cl.Get("http://" + metricsAddr + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		t.Logf("goroutine profile %s: %v", name, err)
+		return
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Logf("goroutine profile %s: %v", name, err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
+		t.Logf("goroutine profile %s: %v", name, err)
+		return
+	}
+	first, _, _ := bytes.Cut(body, []byte("\n"))
+	t.Logf("goroutine profile %s: %s", name, first)
 }
 
 // soakCanary is a topic's records as produced: checked after the load.
@@ -880,7 +929,9 @@ func soakTopics(ctx context.Context, addr string, created, huge, meta *soakClass
 // hold), Metadata auto-creations and deletions. A canary topic is
 // produced before and read back after. The server must stay up (it still
 // answers ApiVersions at the end), keep its resident set under
-// -soak.rss-mib at every one-second sample, lose or change nothing of the
+// -soak.rss-mib at every one-second sample, never stay a minute at its
+// connection cap, answer every five-second liveness ApiVersions (on a
+// fresh connection) within 30 s, lose or change nothing of the
 // canary, exit 0 on SIGTERM, leave a data dir `idemlog verify` passes, and
 // serve the canary intact again after a restart.
 func TestSoakServeProcess(t *testing.T) {
@@ -977,6 +1028,11 @@ func TestSoakServeProcess(t *testing.T) {
 		fdMax, fdLast, samples  int
 		overBound               []string
 		exitedEarly             bool
+		// Sockets: the client connections plus the Kafka and metrics
+		// listeners. atCap is the current run of samples with the
+		// connections at the cap, longestAtCap the longest.
+		sockMax, sockLast, atCap, longestAtCap int
+		sockPerMinute                          []string
 	)
 	tick := time.NewTicker(time.Second)
 sample:
@@ -989,22 +1045,36 @@ sample:
 			break sample
 		case <-tick.C:
 		}
-		rss, fds, err := soakProcStats(pid)
+		rss, fds, sockets, err := soakProcStats(pid)
 		if err != nil {
 			continue
 		}
 		samples++
 		rssMin, rssMax, rssLast = min(rssMin, rss), max(rssMax, rss), rss
 		fdMax, fdLast = max(fdMax, fds), fds
+		sockMax, sockLast = max(sockMax, sockets), sockets
+		if sockets >= soakMaxConnections {
+			atCap++
+			longestAtCap = max(longestAtCap, atCap)
+		} else {
+			atCap = 0
+		}
 		if rss > *soakRSSBoundMiB<<20 && len(overBound) < 10 {
 			overBound = append(overBound, fmt.Sprintf("%v: %d MiB", time.Since(start).Round(time.Second), rss>>20))
 		}
 		if samples%60 == 0 {
-			t.Logf("%v: rss %d MiB, %d fds, fuzz %d, producers %d, topics %d", time.Since(start).Round(time.Second),
-				rss>>20, fds, fuzz.sent.Load(), producers.sent.Load(), topics.sent.Load())
+			t.Logf("%v: rss %d MiB, %d fds, %d sockets, fuzz %d, producers %d, topics %d, liveness %d/%d", time.Since(start).Round(time.Second),
+				rss>>20, fds, sockets, fuzz.sent.Load(), producers.sent.Load(), topics.sent.Load(), live.answered.Load(), live.sent.Load())
+			sockPerMinute = append(sockPerMinute, strconv.Itoa(sockets))
+			if *soakProfiles != "" {
+				saveGoroutineProfile(t, srv.metrics, *soakProfiles, fmt.Sprintf("goroutines-%03dm.txt", samples/60))
+			}
 		}
 	}
 	tick.Stop()
+	if *soakProfiles != "" && !exitedEarly {
+		saveGoroutineProfile(t, srv.metrics, *soakProfiles, "goroutines-end.txt")
+	}
 	cancel()
 	wg.Wait()
 	if exitedEarly {
@@ -1017,6 +1087,8 @@ sample:
 	t.Logf("liveness: slowest ApiVersions answered in %v", time.Duration(liveMax.Load()).Round(time.Millisecond))
 	t.Logf("rss: min %d MiB, max %d MiB, final %d MiB (bound %d MiB); fds: max %d, final %d; %d samples",
 		rssMin>>20, rssMax>>20, rssLast>>20, *soakRSSBoundMiB, fdMax, fdLast, samples)
+	t.Logf("sockets: max %d, final %d, per minute [%s]; longest run at the %d-connection cap: %d s",
+		sockMax, sockLast, strings.Join(sockPerMinute, " "), soakMaxConnections, longestAtCap)
 	for _, c := range classes {
 		for _, u := range c.unexpected {
 			t.Logf("%s: %s", c.name, u)
@@ -1030,6 +1102,14 @@ sample:
 	}
 	if len(huge.unexpected) > 0 {
 		t.Errorf("partition counts past the machine's capacity not refused as POLICY_VIOLATION or INVALID_PARTITIONS: %v", huge.unexpected)
+	}
+	// A minute at the cap is more than the load's churn: the server holds
+	// connections whose clients have left.
+	if longestAtCap >= 60 {
+		t.Errorf("connections at the %d cap for %d s in a row: the server holds departed clients' connections", soakMaxConnections, longestAtCap)
+	}
+	if live.dropped.Load() > 0 || len(live.unexpected) > 0 {
+		t.Errorf("liveness: %d of %d probes unanswered within 30 s: %v", live.sent.Load()-live.answered.Load(), live.sent.Load(), live.unexpected)
 	}
 	if len(producers.unexpected) > 0 {
 		t.Errorf("producer flood: %v", producers.unexpected)

@@ -233,7 +233,7 @@ func TestConsumerGroupCommits(t *testing.T) {
 	if err := cl.CommitUncommittedOffsets(ctx); err != nil {
 		t.Fatal(err)
 	}
-	offs, err := ts.eng.FetchOffsets("plain", nil, false)
+	offs, err := ts.eng.Frontend().FetchOffsets("plain", nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,39 +278,6 @@ func txnEnd(rc *rawConn, v int16, id string, pid int64, epoch int16, commit bool
 
 func txnStr(s string) *string { return &s }
 
-// Kafka's handleAddPartitionsToTxnRequest leaves internal topics out of the
-// topics a client may write (filterByAuthorized over
-// partitionsToAdd.filterNot(Topic.isInternal)): a client's
-// AddPartitionsToTxn naming __transaction_state gets
-// TOPIC_AUTHORIZATION_FAILED there, and the other partitions
-// OPERATION_NOT_ATTEMPTED; the transaction does not start.
-func TestAddPartitionsInternalTopicRefused(t *testing.T) {
-	ts := startServer(t, Options{})
-	if err := ts.eng.CreateTopic("t", 1); err != nil {
-		t.Fatal(err)
-	}
-	rc := dial(t, ts.addr)
-	init := txnInitProducer(rc, 3, txnStr("tx"), -1, -1)
-	if init.ErrorCode != 0 {
-		t.Fatalf("InitProducerId: %v", kerr.ErrorForCode(init.ErrorCode))
-	}
-	resp := txnAddPartitions(rc, 3, "tx", init.ProducerID, init.ProducerEpoch, map[string][]int32{"t": {0}, "__transaction_state": {0}})
-	for _, rt := range resp.Topics {
-		for _, p := range rt.Partitions {
-			want := kerr.OperationNotAttempted.Code
-			if rt.Topic == "__transaction_state" {
-				want = kerr.TopicAuthorizationFailed.Code
-			}
-			if p.ErrorCode != want {
-				t.Errorf("%s-%d: %v, want %v", rt.Topic, p.Partition, kerr.ErrorForCode(p.ErrorCode), kerr.ErrorForCode(want))
-			}
-		}
-	}
-	if _, _, state, _ := ts.srv.coord.State("tx"); state != engine.TxnEmpty {
-		t.Errorf("transaction state %v, want Empty", state)
-	}
-}
-
 // A client that adds the coordinator's own log, __transaction_state-0, to
 // its transaction has EndTxn write a COMMIT marker into it; the next open
 // replays that control record as a transaction-state value and the engine
@@ -352,37 +319,8 @@ func TestTxnStateMarkerSurvivesRestart(t *testing.T) {
 		t.Fatalf("reopen: %v", err)
 	}
 	defer e2.Close()
-	if _, err := e2.Coordinator(); err != nil {
+	if _, err := e2.Frontend().Coordinator(); err != nil {
 		t.Fatalf("coordinator after reopen: %v", err)
-	}
-}
-
-// Kafka's handleInitProducerIdRequest answers INVALID_REQUEST when only
-// one of producerId and producerEpoch is set (-1 the other), before the
-// coordinator sees it, with or without a transactional id.
-func TestInitProducerIDHalfPairInvalid(t *testing.T) {
-	ts := startServer(t, Options{})
-	rc := dial(t, ts.addr)
-	init := txnInitProducer(rc, 4, txnStr("tx"), -1, -1)
-	if init.ErrorCode != 0 {
-		t.Fatalf("InitProducerId: %v", kerr.ErrorForCode(init.ErrorCode))
-	}
-	cases := []struct {
-		name  string
-		id    *string
-		pid   int64
-		epoch int16
-	}{
-		{"transactional, producer id without epoch", txnStr("tx"), init.ProducerID, -1},
-		{"transactional, epoch without producer id", txnStr("tx"), -1, init.ProducerEpoch},
-		{"idempotent, producer id without epoch", nil, init.ProducerID, -1},
-		{"idempotent, epoch without producer id", nil, -1, 3},
-	}
-	for _, c := range cases {
-		resp := txnInitProducer(rc, 4, c.id, c.pid, c.epoch)
-		if resp.ErrorCode != kerr.InvalidRequest.Code {
-			t.Errorf("%s: %v (producer %d epoch %d), want INVALID_REQUEST", c.name, kerr.ErrorForCode(resp.ErrorCode), resp.ProducerID, resp.ProducerEpoch)
-		}
 	}
 }
 
@@ -433,7 +371,7 @@ func txnCommitCompletes(t *testing.T, ts *testServer, rc *rawConn, pid int64, ep
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lso, hw := p.LastStableOffset(), p.Log().HighWatermark(); lso != hw {
+	if lso, hw := p.LastStableOffset(), p.HighWatermark(); lso != hw {
 		t.Errorf("t-0: last stable offset %d, high watermark %d", lso, hw)
 	}
 }
@@ -470,53 +408,4 @@ func TestProduceAboveTxnEpochUnverified(t *testing.T) {
 		t.Errorf("produce at epoch %d (coordinator's %d): %v, want INVALID_PRODUCER_EPOCH", epoch+5, epoch, kerr.ErrorForCode(got))
 	}
 	txnCommitCompletes(t, ts, rc, pid, epoch)
-}
-
-// The same through TxnOffsetCommit: Coordinator.TxnCommitOffsets skips
-// verification when TxnOpen(pid) holds, whatever the request's epoch, so
-// offsets at a higher epoch than the coordinator's are written and the
-// COMMIT marker is refused in __consumer_offsets.
-func TestTxnOffsetCommitAboveTxnEpochUnverified(t *testing.T) {
-	ts := startServer(t, Options{})
-	if err := ts.eng.CreateTopic("t", 1); err != nil {
-		t.Fatal(err)
-	}
-	rc := dial(t, ts.addr)
-	init := txnInitProducer(rc, 3, txnStr("tx"), -1, -1)
-	if init.ErrorCode != 0 {
-		t.Fatalf("InitProducerId: %v", kerr.ErrorForCode(init.ErrorCode))
-	}
-	pid, epoch := init.ProducerID, init.ProducerEpoch
-	ao := kmsg.NewPtrAddOffsetsToTxnRequest()
-	ao.Version, ao.TransactionalID, ao.ProducerID, ao.ProducerEpoch, ao.Group = 3, "tx", pid, epoch, "g"
-	if got := rc.roundTrip(ao).(*kmsg.AddOffsetsToTxnResponse).ErrorCode; got != 0 {
-		t.Fatalf("AddOffsetsToTxn: %v", kerr.ErrorForCode(got))
-	}
-	commit := func(e int16) int16 {
-		req := kmsg.NewPtrTxnOffsetCommitRequest()
-		req.Version = 2
-		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = "tx", "g", pid, e
-		rt := kmsg.NewTxnOffsetCommitRequestTopic()
-		rt.Topic = "t"
-		p := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-		p.Partition, p.Offset = 0, 1
-		rt.Partitions = append(rt.Partitions, p)
-		req.Topics = append(req.Topics, rt)
-		return rc.roundTrip(req).(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
-	}
-	if got := commit(epoch); got != 0 {
-		t.Fatalf("TxnOffsetCommit at the transaction's epoch: %v", kerr.ErrorForCode(got))
-	}
-	if got := commit(epoch + 5); got != kerr.InvalidProducerEpoch.Code {
-		t.Errorf("TxnOffsetCommit at epoch %d (coordinator's %d): %v, want INVALID_PRODUCER_EPOCH", epoch+5, epoch, kerr.ErrorForCode(got))
-	}
-	if got := txnEnd(rc, 3, "tx", pid, epoch, true).ErrorCode; got != 0 {
-		t.Errorf("EndTxn commit: %v, want success", kerr.ErrorForCode(got))
-	}
-	if _, _, st, _ := ts.srv.coord.State("tx"); st != engine.TxnCompleteCommit {
-		t.Errorf("transaction state %v, want CompleteCommit", st)
-	}
-	if init := txnInitProducer(rc, 3, txnStr("tx"), -1, -1); init.ErrorCode != 0 {
-		t.Errorf("InitProducerId after the commit: %v, want success", kerr.ErrorForCode(init.ErrorCode))
-	}
 }

@@ -80,3 +80,89 @@ func mayEndInZeros(path string) bool {
 	segs, _, err := listLogs(dir)
 	return err == nil && len(segs) > 0 && segs[len(segs)-1].base == base
 }
+
+// Suffixes of Kafka's log cleaning (LocalLog.replaceSegments): a cleaned
+// segment is written as <base>.log.cleaned (and .index.cleaned, ...),
+// renamed to .swap once complete, and renamed into place after the
+// segments it replaces are renamed to .deleted. Opening a log finishes or
+// undoes what a crash interrupted (LogLoader): every .cleaned file is
+// deleted, and with it every .swap file at or above the lowest .cleaned
+// base (a rename sequence that did not end); the other .swap files replace
+// the segments whose offsets they cover; .deleted files are deleted.
+const (
+	cleanedSuffix = ".cleaned"
+	swapSuffix    = ".swap"
+	deletedSuffix = ".deleted"
+)
+
+// cleaningFiles are the files a log cleaning leaves in a partition
+// directory between its steps.
+type cleaningFiles struct {
+	// swapLogs are the <base>.log.swap files, in base order (segmentFile
+	// path names the .swap file).
+	swapLogs []segmentFile
+	// swapOthers are the other .swap files (indexes), by name.
+	swapOthers []swapOther
+	// cleaned and deleted are the .cleaned and .deleted files; minCleaned
+	// is the lowest base among the .cleaned ones (-1: none).
+	cleaned, deleted []string
+	minCleaned       int64
+}
+
+// swapOther is a .swap file other than a .log: its path and base.
+type swapOther struct {
+	path string
+	base int64
+}
+
+// listCleaningFiles returns the cleaning files of dir.
+func listCleaningFiles(dir string) (cleaningFiles, error) {
+	c := cleaningFiles{minCleaned: -1}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return c, fmt.Errorf("cannot list %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		switch {
+		case strings.HasSuffix(name, cleanedSuffix):
+			c.cleaned = append(c.cleaned, path)
+			if base, ok := leadingBase(name); ok && (c.minCleaned < 0 || base < c.minCleaned) {
+				c.minCleaned = base
+			}
+		case strings.HasSuffix(name, deletedSuffix):
+			c.deleted = append(c.deleted, path)
+		case strings.HasSuffix(name, ".log"+swapSuffix):
+			if base, ok := parseBase(strings.TrimSuffix(name, swapSuffix), ".log"); ok {
+				c.swapLogs = append(c.swapLogs, segmentFile{path, base})
+			}
+		case strings.HasSuffix(name, swapSuffix):
+			if base, ok := leadingBase(name); ok {
+				c.swapOthers = append(c.swapOthers, swapOther{path, base})
+			}
+		}
+	}
+	slices.SortFunc(c.swapLogs, func(a, b segmentFile) int { return cmp.Compare(a.base, b.base) })
+	return c, nil
+}
+
+// hasSwapLog reports whether dir holds a <base>.log.swap file: a partition
+// directory whose segment a cleaning replaced while its old files were
+// being renamed away.
+func hasSwapLog(dir string) bool {
+	c, err := listCleaningFiles(dir)
+	return err == nil && len(c.swapLogs) > 0
+}
+
+// leadingBase returns the base offset that starts a segment file name
+// with any suffixes, such as 00000000000000000042.index.swap.
+func leadingBase(name string) (int64, bool) {
+	if len(name) < 21 || name[20] != '.' {
+		return 0, false
+	}
+	return parseBase(name[:21], ".")
+}

@@ -51,10 +51,18 @@
 // crash left unfinished in a log not closed cleanly may end in zeros, and
 // in an idemlog partition not closed cleanly the segments its next open
 // recovers have no gaps. An idemlog partition (its checkpoints in its own
-// directory) has no gaps at all, a .txnindex per segment once its
-// checkpoints are checksummed, sound checkpoints, and a recovery point
-// within its log. What a crash leaves and the next open repairs (a torn
-// tail of the last segment of a log not closed cleanly, .txnindex entries
-// whose markers it took) is counted in VerifySummary.Repairable, not
-// returned as an error.
+// directory) has no gaps at all unless its topic is compacted (its
+// topic.config's cleanup.policy lists compact: then gaps are normal
+// outside the active segment, overlaps never), a .txnindex per segment
+// once its checkpoints are checksummed, sound checkpoints, and a recovery
+// point within its log. What a crash leaves and the next open repairs (a
+// torn tail of the last segment of a log not closed cleanly, .txnindex
+// entries whose markers it took, the .cleaned and .swap files of an
+// interrupted log cleaning) is counted in VerifySummary.Repairable, not
+// returned as an error; a .swap segment is checked as the segment it
+// becomes.
+//
+// For compacted logs a dump shows each batch's gap (the offsets skipped
+// before it), the batches cleaning emptied (no records, kept for their
+// producer state) and delete horizons (KIP-534).
 package logdump

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/idemlog/idemlog/batch"
@@ -48,6 +49,11 @@ type Options struct {
 	// zeroTailOK: the file may end in zeros after its batches (DumpFile
 	// sets it for the active segment of a partition not closed cleanly).
 	zeroTailOK bool
+	// expectSet: expect is the offset the first batch should start at
+	// (the segment's base from its name, or where the partition's
+	// previous segment ended), from which gaps are measured.
+	expectSet bool
+	expect    int64
 }
 
 // Summary describes what a dump walked.
@@ -69,14 +75,28 @@ type Summary struct {
 	// ZeroTail is the size of the zeros that end the file after the last
 	// batch: an active segment's preallocated space.
 	ZeroTail int64
+	// Gaps counts the offsets skipped before batches: between batches,
+	// and before the first one from the segment's base (or, in a
+	// partition directory, from where the previous segment ended). A
+	// compacted log has them; nothing else does.
+	Gaps int64
+	// Emptied counts batches without records: headers that compaction
+	// kept for their offsets and producer state (Kafka keeps a producer's
+	// last batch, emptied if need be, so that its sequence survives).
+	Emptied int64
+	// NextOffset is the offset after the last batch framed, -1 if none.
+	NextOffset int64
 }
 
 // DumpFile dumps the segment at path to w. See Dump.
 func DumpFile(w io.Writer, path string, opts Options) (Summary, error) {
 	opts.zeroTailOK = mayEndInZeros(path)
+	if base, ok := parseBase(filepath.Base(path), ".log"); ok && !opts.expectSet {
+		opts.expectSet, opts.expect = true, base
+	}
 	f, err := os.Open(path)
 	if err != nil {
-		return Summary{FirstCorrupt: -1}, fmt.Errorf("cannot open segment: %w", err)
+		return Summary{FirstCorrupt: -1, NextOffset: -1}, fmt.Errorf("cannot open segment: %w", err)
 	}
 	defer f.Close()
 	return Dump(w, path, f, opts)
@@ -131,7 +151,10 @@ type dumper struct {
 	hdrs []jsonHeader
 	line []byte
 
-	sum      Summary
+	sum Summary
+	// expect is where the next batch should start (-1: unknown, before
+	// the first batch of a file not named as a segment).
+	expect   int64
 	firstErr error // first per-batch problem, returned at the end
 	writeErr error // first error writing the output; ends the walk
 }
@@ -143,7 +166,11 @@ func newDumper(w io.Writer, name string, opts Options) *dumper {
 		out:      bufio.NewWriterSize(w, 64<<10),
 		warn:     opts.Warn,
 		maxBatch: opts.MaxBatchSize,
-		sum:      Summary{FirstCorrupt: -1},
+		sum:      Summary{FirstCorrupt: -1, NextOffset: -1},
+		expect:   -1,
+	}
+	if opts.expectSet {
+		d.expect = opts.expect
 	}
 	if d.warn == nil {
 		d.warn = io.Discard
@@ -300,6 +327,21 @@ func (d *dumper) batch(b batch.Batch, pos int64) {
 	if d.opts.NoRecords || !recordsOK {
 		it = batch.Records{}
 	}
+	// The framing was checked, so the offsets at least are the batch's
+	// (the CRC does not cover the base offset anyway). A negative gap is
+	// an overlap: offsets a log never assigns twice.
+	var gap int64
+	if d.expect >= 0 {
+		gap = b.BaseOffset() - d.expect
+	}
+	d.expect = b.NextOffset()
+	d.sum.NextOffset = d.expect
+	if gap > 0 {
+		d.sum.Gaps += gap
+	}
+	if b.RecordsCount() == 0 {
+		d.sum.Emptied++
+	}
 	if d.opts.JSON {
 		for _, p := range problems {
 			if p != nil {
@@ -308,10 +350,10 @@ func (d *dumper) batch(b batch.Batch, pos int64) {
 				_, _ = fmt.Fprintf(d.warn, "%s: %v\n", d.name, p)
 			}
 		}
-		d.writeJSON(b, crcValid, it)
+		d.writeJSON(b, crcValid, gap, it)
 		return
 	}
-	d.writeText(b, pos, crcValid, problems[:], it)
+	d.writeText(b, pos, crcValid, gap, problems[:], it)
 }
 
 func (d *dumper) printf(format string, args ...any) {
@@ -342,6 +384,12 @@ func (d *dumper) writeSummary(stopErr error) {
 	}
 	if stopErr != nil {
 		d.printf(", stopped at position %d", s.Bytes)
+	}
+	if s.Gaps > 0 {
+		d.printf(", %s in gaps", count(s.Gaps, "offset", "offsets"))
+	}
+	if s.Emptied > 0 {
+		d.printf(", %s", count(s.Emptied, "emptied batch", "emptied batches"))
 	}
 	if s.ZeroTail > 0 {
 		d.printf(", then %d bytes of preallocated zeros", s.ZeroTail)

@@ -111,7 +111,7 @@ func TestJSONFieldOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"baseOffset", "lastOffset", "producerId", "producerEpoch", "baseSequence",
-		"isTransactional", "isControl", "compression", "crcValid", "records"}
+		"isTransactional", "isControl", "compression", "crcValid", "deleteHorizonMs", "gapBefore", "emptied", "records"}
 	for l := range strings.Lines(out) {
 		dec := json.NewDecoder(strings.NewReader(l))
 		if _, err := dec.Token(); err != nil {

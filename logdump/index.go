@@ -41,9 +41,22 @@ func DumpPath(w io.Writer, path string, opts Options) error {
 			return fmt.Errorf("cannot dump %s: no .log files in it", path)
 		}
 		var errs FileErrors
-		for _, f := range files {
-			if _, err := DumpFile(w, f, opts); err != nil {
+		next := int64(-1)
+		for i, f := range files {
+			o := opts
+			if i > 0 && i < len(segs) && next >= 0 {
+				// A segment's gaps are measured from where the one
+				// before ended: compaction empties segment tails too.
+				o.expectSet, o.expect = true, next
+			}
+			sum, err := DumpFile(w, f, o)
+			if err != nil {
 				errs = append(errs, err)
+			}
+			if sum.NextOffset >= 0 {
+				// An empty segment (compaction may leave one) moves
+				// nothing: the next one's gap counts from the last batch.
+				next = sum.NextOffset
 			}
 		}
 		if len(errs) == 0 {

@@ -5,16 +5,25 @@ import "github.com/idemlog/idemlog/batch"
 // jsonBatch is one line of JSON output. Field order is the output's field
 // order and is part of the format.
 type jsonBatch struct {
-	BaseOffset      int64        `json:"baseOffset"`
-	LastOffset      int64        `json:"lastOffset"`
-	ProducerID      int64        `json:"producerId"`
-	ProducerEpoch   int16        `json:"producerEpoch"`
-	BaseSequence    int32        `json:"baseSequence"`
-	IsTransactional bool         `json:"isTransactional"`
-	IsControl       bool         `json:"isControl"`
-	Compression     string       `json:"compression"`
-	CRCValid        bool         `json:"crcValid"`
-	Records         []jsonRecord `json:"records"`
+	BaseOffset      int64  `json:"baseOffset"`
+	LastOffset      int64  `json:"lastOffset"`
+	ProducerID      int64  `json:"producerId"`
+	ProducerEpoch   int16  `json:"producerEpoch"`
+	BaseSequence    int32  `json:"baseSequence"`
+	IsTransactional bool   `json:"isTransactional"`
+	IsControl       bool   `json:"isControl"`
+	Compression     string `json:"compression"`
+	CRCValid        bool   `json:"crcValid"`
+	// DeleteHorizonMs is the delete horizon compaction stamped on the
+	// batch (attribute bit 6, KIP-534), -1 without one.
+	DeleteHorizonMs int64 `json:"deleteHorizonMs"`
+	// GapBefore is the offsets skipped before the batch (compaction
+	// leaves gaps; negative: an overlap with the batch before).
+	GapBefore int64 `json:"gapBefore"`
+	// Emptied: the batch has no records, a header compaction kept for
+	// its offsets and producer state.
+	Emptied bool         `json:"emptied"`
+	Records []jsonRecord `json:"records"`
 }
 
 // jsonRecord relies on encoding/json writing a nil []byte as null and a
@@ -45,7 +54,7 @@ var (
 // writeJSON encodes b as one line. Keys and values alias the batch or the
 // Decoder's buffer, which is fine: they are encoded before the next batch
 // is read.
-func (d *dumper) writeJSON(b batch.Batch, crcValid bool, it batch.Records) {
+func (d *dumper) writeJSON(b batch.Batch, crcValid bool, gap int64, it batch.Records) {
 	recs, hdrs := d.recs[:0], d.hdrs[:0]
 	var r batch.Record
 	var h batch.Header
@@ -78,7 +87,13 @@ func (d *dumper) writeJSON(b batch.Batch, crcValid bool, it batch.Records) {
 		IsControl:       b.IsControl(),
 		Compression:     b.Codec().String(),
 		CRCValid:        crcValid,
+		DeleteHorizonMs: -1,
+		GapBefore:       gap,
+		Emptied:         b.RecordsCount() == 0,
 		Records:         recs,
+	}
+	if b.HasDeleteHorizon() {
+		d.jb.DeleteHorizonMs = b.BaseTimestamp()
 	}
 	if d.writeErr == nil {
 		if err := d.enc.Encode(&d.jb); err != nil {

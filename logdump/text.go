@@ -10,7 +10,13 @@ import (
 // writeText prints a batch in DumpLogSegments' layout, so that output can
 // be compared with Kafka's side by side: a batch line, then one "| " line
 // per record. Problems go on their own "error:" lines after the batch line.
-func (d *dumper) writeText(b batch.Batch, pos int64, crcValid bool, problems []error, it batch.Records) {
+//
+// Two fields Kafka's tool does not print end the batch line when they
+// apply, for compacted logs: "gapBefore: N", the offsets skipped before
+// the batch (negative: it overlaps the one before), and "emptied: true",
+// a batch without records that compaction kept for its offsets and
+// producer state.
+func (d *dumper) writeText(b batch.Batch, pos int64, crcValid bool, gap int64, problems []error, it batch.Records) {
 	tsType := "CreateTime"
 	if b.LogAppendTime() {
 		tsType = "LogAppendTime"
@@ -36,6 +42,12 @@ func (d *dumper) writeText(b batch.Batch, pos int64, crcValid bool, problems []e
 	l = append(append(l, " compresscodec: "...), b.Codec().String()...)
 	l = strconv.AppendUint(append(l, " crc: "...), uint64(b.CRC()), 10)
 	l = strconv.AppendBool(append(l, " isvalid: "...), crcValid)
+	if gap != 0 {
+		l = appendField(l, " gapBefore: ", gap)
+	}
+	if b.RecordsCount() == 0 {
+		l = append(l, " emptied: true"...)
+	}
 	l = append(l, '\n')
 	for _, p := range problems {
 		if p != nil {

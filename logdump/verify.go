@@ -3,11 +3,17 @@
 package logdump
 
 import (
+	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/idemlog/idemlog/internal/fsutil"
@@ -113,7 +119,7 @@ func (v *verifier) path(path string) error {
 	if err != nil {
 		return err
 	}
-	if len(segs)+len(others) > 0 {
+	if len(segs)+len(others) > 0 || hasSwapLog(path) {
 		return v.logDir(path, segs, others)
 	}
 	if v.emptyPartition(path) {
@@ -137,7 +143,7 @@ func (v *verifier) path(path string) error {
 		// A directory without .log files is something else kept in the
 		// data directory, not a partition, unless it is a partition
 		// nothing was appended to yet.
-		if len(segs)+len(others) == 0 {
+		if len(segs)+len(others) == 0 && !hasSwapLog(dir) {
 			if v.emptyPartition(dir) {
 				found = true
 			}
@@ -170,7 +176,7 @@ func (v *verifier) emptyPartition(dir string) bool {
 // if any is named as a segment, else a directory of unrelated segments
 // (such as testdata/), each checked on its own.
 func (v *verifier) logDir(dir string, segs []segmentFile, others []string) error {
-	if len(segs) > 0 {
+	if len(segs) > 0 || hasSwapLog(dir) {
 		return v.partition(dir, segs, others)
 	}
 	for _, path := range others {
@@ -214,6 +220,18 @@ func (v *verifier) single(path string) error {
 // of offsets across them.
 func (v *verifier) partition(dir string, segs []segmentFile, others []string) error {
 	clean := closedCleanly(dir)
+	segs, err := v.segmentsAfterOpen(dir, segs)
+	if err != nil {
+		return err
+	}
+	// A compacted topic's log has gaps wherever the cleaner removed
+	// records: between batches, before a segment's first batch, after its
+	// last. The active segment is never cleaned (LogCleanerManager's
+	// cleanable range ends below it).
+	compacted, err := topicCompacted(dir)
+	if err != nil {
+		return err
+	}
 	// An idemlog partition not closed cleanly has its segments from the
 	// recovery point on recovered by the next open, which takes a batch
 	// that does not follow its predecessor (a gap, or a first batch above
@@ -242,11 +260,22 @@ func (v *verifier) partition(dir string, segs []segmentFile, others []string) er
 		if i+1 < len(segs) {
 			nextBase = segs[i+1].base
 		}
-		r, err := v.file(s.path, i == len(segs)-1 && !clean, nextBase)
+		// The next open scans this segment (partition.Open: not closed
+		// cleanly, and the next segment starts above the recovery point),
+		// so a torn or zero tail is what it cuts, as in the last segment.
+		recovered := recoverFrom >= 0 && (nextBase < 0 || nextBase > recoverFrom)
+		r, err := v.file(s.path, !clean && (i == len(segs)-1 || recovered && !compacted), nextBase)
 		if err != nil {
 			return err
 		}
-		if rp.Version == 1 && !fsutil.Exists(strings.TrimSuffix(s.path, ".log")+".txnindex") {
+		if rp.Version == 1 && !s.swap() && !fsutil.Exists(strings.TrimSuffix(s.path, ".log")+".txnindex") && !clean && (i == len(segs)-1 || recovered && !compacted) {
+			// A segment the next open scans gets its index rebuilt from
+			// its markers; a power cut can keep a rolled segment's .log
+			// and lose its .txnindex, created beside it but not synced.
+			v.printf("repairable: %s.txnindex: missing in a segment the next open scans, which rebuilds it from the segment's markers\n",
+				strings.TrimSuffix(s.path, ".log"))
+			v.repairable++
+		} else if rp.Version == 1 && !s.swap() && !fsutil.Exists(strings.TrimSuffix(s.path, ".log")+".txnindex") {
 			// Every segment of a log checkpointed in version 1 has one;
 			// without it read_committed readers take aborted records for
 			// committed ones (the next open rebuilds it from the markers).
@@ -257,14 +286,14 @@ func (v *verifier) partition(dir string, segs []segmentFile, others []string) er
 		if start < 0 {
 			start = r.Base
 		}
-		if idemlog && next >= 0 && start > next {
-			// idemlog never leaves gaps between segments (it does not
-			// compact): one is data a damaged segment lost.
-			return fmt.Errorf("%s: offsets %d..%d missing before it: %s ends there, and an idemlog log has no gaps, so those records were lost: %w",
+		if idemlog && !compacted && next >= 0 && start > next {
+			// idemlog leaves gaps between segments only where it
+			// compacts: in a topic that is not compacted, one is data a
+			// damaged segment lost.
+			return fmt.Errorf("%s: offsets %d..%d missing before it: %s ends there, and an idemlog log whose topic is not compacted has no gaps, so those records were lost: %w",
 				s.path, next, start, filepath.Base(prev), segment.ErrVerify)
 		}
-		recovered := recoverFrom >= 0 && (nextBase < 0 || nextBase > recoverFrom)
-		if recovered && (r.Gaps > 0 || start > r.Base) {
+		if recovered && (r.Gaps > 0 || start > r.Base) && (!compacted || i == len(segs)-1) {
 			return fmt.Errorf("%s: %s in a segment that opening the partition recovers (from offset %d), which cuts the log at the first: %w",
 				s.path, skipped(r.Gaps+start-r.Base), recoverFrom, segment.ErrVerify)
 		}
@@ -281,6 +310,19 @@ func (v *verifier) partition(dir string, segs []segmentFile, others []string) er
 		sum.Add(one)
 		v.sum.Add(one)
 		next, prev = r.NextOffset, s.path
+		if recovered && !compacted && nextBase >= 0 && r.NextOffset != nextBase {
+			// A segment rolled but not yet synced when the power went (a
+			// sync policy other than always): its batches stop short of
+			// the next segment's base, and everything after them sits
+			// above the recovery point, never known durable. The next open
+			// cuts the log there and deletes the later segments, as
+			// Kafka's recovery drops what follows a torn batch.
+			v.printf("repairable: %s: its batches end at offset %d, below the next segment's base %d: the crash took the rest, and the next open deletes the %s after it (offsets from %d on, above the recovery point %d, were not yet durable)\n",
+				s.path, r.NextOffset, nextBase, count(int64(len(segs)-i-1), "segment", "segments"), r.NextOffset, recoverFrom)
+			v.sum.Repairable++
+			segs = segs[:i+1]
+			break
+		}
 	}
 	if idemlog && next >= 0 {
 		// The recovery point is at most what was durable (the log end at a
@@ -302,6 +344,9 @@ func (v *verifier) partition(dir string, segs []segmentFile, others []string) er
 	if !clean {
 		state = "not closed cleanly"
 	}
+	if compacted {
+		state += ", compacted topic"
+	}
 	v.printf(", %s, %s\n", skipped(sum.Skipped), state)
 	for _, path := range others {
 		v.printf("note: %s is not named <20-digit base offset>.log, so it is no part of the log; checking it on its own\n", path)
@@ -319,7 +364,11 @@ func (v *verifier) partition(dir string, segs []segmentFile, others []string) er
 // may a rolled one of such a log that the crash left unsealed, which
 // shows in its batches reaching nextBase (-1: none) exactly.
 func (v *verifier) file(path string, tailOK bool, nextBase int64) (segment.Report, error) {
-	r, err := segment.VerifyFile(path, v.maxBatch)
+	verify := segment.VerifyFile
+	if strings.HasSuffix(path, ".log"+swapSuffix) {
+		verify = segment.VerifySwapFile
+	}
+	r, err := verify(path, v.maxBatch)
 	if err != nil && r.TornAt >= 0 && tailOK {
 		// The last segment of a log not closed cleanly: a batch torn by
 		// the crash, never synced, which recovery cuts. The batches
@@ -469,6 +518,124 @@ func idemlogRecoveryPoint(dir string) (int64, bool) {
 		return 0, false
 	}
 	return ck.Offset, true // damaged: recovery starts at 0
+}
+
+// segmentsAfterOpen returns the segments the next open of the partition in
+// dir will have, given its .log files segs, and reports the files a log
+// cleaning left (dir.go): a crash in the middle of Kafka's swap is
+// repaired by that open, without losing anything, so the leftovers are
+// crash images, not corruption. .cleaned files and the .swap files at or
+// above the lowest of them are deleted: the old segments stay. The other
+// .swap segments replace every segment whose base lies in the offsets
+// they cover, from the lowest .swap base to the highest end of their
+// batches (LogLoader's rule), and are verified as the segments they
+// become. .deleted files, which a running cleaner leaves for
+// file.delete.delay.ms, are noted.
+func (v *verifier) segmentsAfterOpen(dir string, segs []segmentFile) ([]segmentFile, error) {
+	c, err := listCleaningFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range c.deleted {
+		v.printf("note: %s: replaced by a log cleaning, awaiting deletion (file.delete.delay.ms); the next open deletes it\n", p)
+		v.sum.Notes++
+	}
+	repairable := false
+	for _, p := range c.cleaned {
+		v.printf("repairable: %s: written by a log cleaning that did not finish; the next open deletes it and keeps the segments it was to replace\n", p)
+		repairable = true
+	}
+	abandoned := func(base int64) bool { return c.minCleaned >= 0 && base >= c.minCleaned }
+	var swaps []segmentFile
+	for _, s := range c.swapLogs {
+		if abandoned(s.base) {
+			v.printf("repairable: %s: a cleaned segment whose swap did not begin (a .cleaned file at or below it remains); the next open deletes it\n", s.path)
+			repairable = true
+			continue
+		}
+		swaps = append(swaps, s)
+	}
+	for _, o := range c.swapOthers {
+		if abandoned(o.base) {
+			v.printf("repairable: %s: part of a swap that did not begin; the next open deletes it\n", o.path)
+			repairable = true
+		}
+	}
+	if repairable || len(swaps) > 0 {
+		v.sum.Repairable++
+	}
+	if len(swaps) == 0 {
+		return segs, nil
+	}
+	minSwap, maxSwap := swaps[0].base, swaps[0].base
+	for _, s := range swaps {
+		r, err := segment.VerifySwapFile(s.path, v.maxBatch)
+		if err != nil {
+			// The next open puts it in place of the segments it covers.
+			return nil, withDir(s.path, err)
+		}
+		maxSwap = max(maxSwap, r.NextOffset)
+	}
+	var kept []segmentFile
+	var replaced []string
+	for _, s := range segs {
+		if s.base >= minSwap && s.base < maxSwap {
+			replaced = append(replaced, filepath.Base(s.path))
+			continue
+		}
+		kept = append(kept, s)
+	}
+	for _, s := range swaps {
+		v.printf("repairable: %s: a cleaned segment whose swap the next open completes, in place of the segments in offsets %d..%d", s.path, minSwap, maxSwap)
+		if len(replaced) > 0 {
+			v.printf(" (%s)", strings.Join(replaced, ", "))
+		}
+		v.printf("; checked as the segment it becomes\n")
+	}
+	kept = append(kept, swaps...)
+	slices.SortFunc(kept, func(a, b segmentFile) int { return cmp.Compare(a.base, b.base) })
+	return kept, nil
+}
+
+// swap reports whether s is a cleaned segment still named .swap.
+func (s segmentFile) swap() bool { return strings.HasSuffix(s.path, swapSuffix) }
+
+// topicConfigHeader starts an idemlog partition's topic.config, whose
+// cleanup.policy says whether its topic is compacted; the header carries
+// the CRC-32C of the lines after it.
+const topicConfigHeader = "# idemlog topic.config version 1 crc32c="
+
+// topicCompacted reports whether the partition in dir belongs to a
+// compacted topic: its topic.config (the engine's overrides, name=value
+// lines) sets a cleanup.policy that lists compact. Without the file
+// (Kafka's partitions keep their configs elsewhere), false: their gaps
+// are allowed anyway. A file that fails its checksum is corruption: the
+// engine refuses to open the partition.
+func topicCompacted(dir string) (bool, error) {
+	path := filepath.Join(dir, "topic.config")
+	data, err := fsutil.ReadFileMax(path, 1<<20)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("cannot verify: %w", err)
+	}
+	if rest, ok := bytes.CutPrefix(data, []byte(topicConfigHeader)); ok {
+		hex, body, _ := bytes.Cut(rest, []byte("\n"))
+		want, perr := strconv.ParseUint(string(hex), 16, 32)
+		if got := crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)); perr != nil || len(hex) != 8 || uint32(want) != got {
+			return false, fmt.Errorf("%s: fails its checksum (%08x, header says %q): the topic's configs cannot be trusted: %w", path, got, hex, segment.ErrVerify)
+		}
+		data = body
+	}
+	compacted := false
+	for line := range strings.Lines(string(data)) {
+		name, value, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if ok && name == "cleanup.policy" {
+			compacted = slices.Contains(strings.Split(strings.ReplaceAll(value, " ", ""), ","), "compact")
+		}
+	}
+	return compacted, nil
 }
 
 // withDir puts the directory back into VerifyFile's index errors, which

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemlog/idemlog/batch"
 	"github.com/idemlog/idemlog/engine"
+	"github.com/idemlog/idemlog/internal/enginekill"
 	"github.com/idemlog/idemlog/partition"
 	"github.com/idemlog/idemlog/segment"
 	"github.com/idemlog/idemlog/txnindex"
@@ -75,7 +76,7 @@ func verifyTestEngine(t *testing.T, kill bool) string {
 		}
 	}
 	if kill {
-		e.Kill()
+		enginekill.Kill(e)
 	} else if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}

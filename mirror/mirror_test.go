@@ -137,7 +137,7 @@ func TestRunCopiesCommittedRecordsOnceAndResumes(t *testing.T) {
 	srcDir, dstDir := t.TempDir(), t.TempDir()
 	var want []*kgo.Record
 	withDir(t, srcDir, func(e *engine.Engine, opts ...kgo.Opt) {
-		if err := e.CreateTopicWithConfig("orders", 3, map[string]string{"retention.ms": "123456789"}); err != nil {
+		if err := e.CreateTopic("orders", 3, map[string]string{"retention.ms": "123456789"}); err != nil {
 			t.Fatal(err)
 		}
 		if err := e.CreateTopic("other", 1); err != nil {
@@ -166,7 +166,7 @@ func TestRunCopiesCommittedRecordsOnceAndResumes(t *testing.T) {
 		if _, ok := topics["other"]; ok {
 			t.Fatalf("topic other was copied though --topics excludes it")
 		}
-		cfg, err := e.TopicConfig("orders")
+		cfg, err := e.Frontend().TopicConfig("orders")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +175,7 @@ func TestRunCopiesCommittedRecordsOnceAndResumes(t *testing.T) {
 		}
 		// idemlog has no compaction: the positions must at least never
 		// expire, or a quiet partition would be copied again.
-		pcfg, err := e.TopicConfig(DefaultPositionsTopic)
+		pcfg, err := e.Frontend().TopicConfig(DefaultPositionsTopic)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -425,7 +425,7 @@ func TestPositionsSnapshotTrimsPositionsTopic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if start := p.Log().LogStartOffset(); start == 0 {
+		if start := p.LogStartOffset(); start == 0 {
 			t.Fatalf("positions topic log start %d; want it moved up by the snapshots' trims", start)
 		}
 		got := readAll(t, ctx, "t", 2, opts...)

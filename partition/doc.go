@@ -93,4 +93,51 @@
 // would; until then the log holds no descriptor, mapping or goroutine,
 // and its Close writes nothing (the marker still describes every file).
 // A directory without segments is dormant too, empty at its log start.
+//
+// # Compaction
+//
+// Clean runs one pass of Kafka's log cleaner over a log (compact.go):
+//
+//	offsets: 0 ........ firstDirty ............ firstUncleanable ... LEO
+//	         | clean    | dirty, cleanable      | uncleanable      |
+//	segs:    [s0][s1]...[sK]......[sM]           [sM+1]...  [active]
+//
+// firstUncleanable is the least of the active segment's base, the high
+// watermark, the last stable offset and the first segment with a record
+// younger than min.compaction.lag.ms,
+// lowered to a segment base. The pass maps every key of the dirty
+// range to its newest offset (exact keys, at most CleanConfig.MaxKeys:
+// a full map ends the pass at the last key it took), then copies every
+// segment from the first up to the one holding the map's last offset,
+// group by group (as many segments as fit in segment.bytes), keeping per
+// batch and record what Kafka keeps: the newest record of each key,
+// tombstones and transaction markers until the delete horizon stamped in
+// their batch (KIP-534), no data of aborted transactions, and the last
+// batch of every producer, emptied if need be, so that its sequence and
+// epoch survive. Offsets never change.
+//
+// A cleaned segment has no gap between its batches: a run of dropped
+// batches becomes one empty batch without producer (a filler, 61 bytes)
+// covering their offsets, and the segment ends exactly at the next one's
+// base. Recovery reads a gap as the end of the data (a recycled file's
+// torn base offset looks like one), so a Kafka-style gap would be cut by
+// the first recovery scan; consumers skip empty batches as they skip
+// those Kafka's cleaner leaves.
+//
+// A group's copy is written as <base>.log.cleaned (and .index, .timeindex,
+// .txnindex), synced, and swapped in (compact_swap.go):
+//
+//	state on disk                         an open after a crash finds
+//	*.cleaned (+ some *.swap)             the old segments (rolled back)
+//	all *.swap, synced (commit point)     the cleaned segment (completed)
+//	old files *.deleted, new *.swap       the cleaned segment
+//	some *.swap renamed to final          the cleaned segment
+//	*.deleted left                        the cleaned segment
+//
+// The copy reads the old segments through references, without the
+// writer's lock; the lock is held only for the renames of the old files
+// and of the new ones and the switch of the segment list (Kafka's
+// replaceSegments also runs under the log's lock). Readers holding an old
+// segment keep its mapping; retention leaves a group being swapped in the
+// list until the switch.
 package partition

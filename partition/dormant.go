@@ -164,6 +164,7 @@ func (l *Log) openDormant() (ok bool, err error) {
 		return false, nil
 	} else {
 		st = cleanShutdownState{FirstSegmentMaxTimestamp: -1, LogEndOffset: -1}
+		l.fresh = true
 	}
 	var recoveryPoint, logStart int64
 	if rpFile {
@@ -190,13 +191,21 @@ func (l *Log) openDormant() (ok bool, err error) {
 	case len(bases) > 0 && (bases[len(bases)-1] > leo || logStart > leo || recoveryPoint > leo):
 		return false, nil
 	}
-	first := logStart
-	if len(bases) > 0 {
-		first = bases[0]
-	}
 	if st.LogEndOffset >= 0 {
 		// Clean: the files read as what Close made durable (see openFiles).
 		l.ckDurable = [2]int64{recoveryPoint, logStart}
+	}
+	l.setDormant(st, bases, leo, logStart)
+	return true, nil
+}
+
+// setDormant leaves the log dormant, ending at leo, with the segments
+// bases (none: the first is created at the first append) and its log
+// start checkpointed at logStart.
+func (l *Log) setDormant(st cleanShutdownState, bases []int64, leo, logStart int64) {
+	first := logStart
+	if len(bases) > 0 {
+		first = bases[0]
 	}
 	l.leo = leo
 	l.written.Store(leo)
@@ -208,7 +217,6 @@ func (l *Log) openDormant() (ok bool, err error) {
 	l.dormantState = st
 	l.dormantBases = bases
 	l.dormant.Store(true)
-	return true, nil
 }
 
 // awaken opens a dormant log's segments (openFiles), once; nil for a log
@@ -277,6 +285,11 @@ func (l *Log) retentionDueDormant() bool {
 	ts := st.FirstSegmentMaxTimestamp
 	return ts < 0 || l.opts.Now().UnixMilli()-ts > l.opts.RetentionAge.Milliseconds()
 }
+
+// Fresh reports whether the log opened dormant from a directory that held
+// no segment, snapshot or clean-shutdown marker (a partition never
+// written): its owner has no producer state to look for.
+func (l *Log) Fresh() bool { return l.fresh }
 
 // Dormant reports whether the log's segments are still unopened (see
 // Options.Lazy).

@@ -331,3 +331,43 @@ func TestLazyRetentionWakesOnlyWhenDue(t *testing.T) {
 		t.Fatal("the log start did not move")
 	}
 }
+
+// OpenEmpty, which reads nothing, makes of a new directory what a lazy
+// Open of it makes (TestLazyFreshDirCreatesSegmentOnFirstAppend): a
+// dormant log empty at 0 whose first append creates the first segment and
+// whose clean close lets the next Open find it whole.
+func TestOpenEmptyIsALazyOpenOfANewDir(t *testing.T) {
+	dir := t.TempDir()
+	opts := smallSegments(4096)
+	l, err := OpenEmpty(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := Open(t.TempDir(), Options{Lazy: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if l.Dormant() != fresh.Dormant() || l.LogEndOffset() != fresh.LogEndOffset() || l.LogStartOffset() != fresh.LogStartOffset() ||
+		l.FirstRetainedOffset() != fresh.FirstRetainedOffset() || l.HighWatermark() != fresh.HighWatermark() || l.RecoveryPoint() != fresh.RecoveryPoint() {
+		t.Fatalf("OpenEmpty: dormant %v end %d start %d hw %d; a lazy Open: dormant %v end %d start %d hw %d", l.Dormant(), l.LogEndOffset(), l.LogStartOffset(), l.HighWatermark(),
+			fresh.Dormant(), fresh.LogEndOffset(), fresh.LogStartOffset(), fresh.HighWatermark())
+	}
+	for i := range 30 {
+		if res, err := l.Append(makeBatch(t, i, 10, 20, 1)); err != nil || res.BaseOffset != int64(10*i) {
+			t.Fatalf("append %d: %+v, %v", i, res, err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	opts.Lazy = true
+	l, err = Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if !l.Dormant() || l.LogEndOffset() != 300 {
+		t.Fatalf("reopened: dormant %v, end %d, want dormant at 300", l.Dormant(), l.LogEndOffset())
+	}
+}

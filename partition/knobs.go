@@ -12,4 +12,9 @@ type logKnobs struct {
 	// afterSyncDataHook runs in a group sync after its fdatasyncs, before
 	// it counts anything durable.
 	afterSyncDataHook func(l *Log)
+	// cleanStepHook runs at each step of a cleaning's copy and swap
+	// ("copying", "cleaned", "swap-partial", "swapped", "done",
+	// "deleted-partial", "deleted", "final-partial") with the step's name,
+	// for crash tests that die there.
+	cleanStepHook func(step string)
 }

@@ -40,9 +40,17 @@ type Options struct {
 	Segment segment.Options
 	// MaxBatchSize is max.message.bytes.
 	MaxBatchSize int
-	Sync         SyncPolicy
-	// DurableVisibility, with SyncAlways, lets readers see only durable
-	// bytes: the high watermark moves after the sync, not after the write.
+	// Sync is the log's own fsync policy: the least it syncs, whatever
+	// Flush and SetFlush add.
+	Sync SyncPolicy
+	// Flush adds sync points to Sync (a topic's flush.messages and
+	// flush.ms); SetFlush changes it while the log is open.
+	Flush FlushPolicy
+	// DurableVisibility, with Sync SyncAlways, lets readers see only
+	// durable bytes: the high watermark moves after the sync, not after
+	// the write. (Not with a Flush that syncs every append: a flush
+	// policy may be changed while the log is open, and readers must not
+	// find the high watermark switching between the two rules.)
 	DurableVisibility bool
 	// noVisibilitySyncer, for tests that drive syncs by hand, starts no
 	// visibility syncer (runVisibilitySyncer) under DurableVisibility.
@@ -110,7 +118,7 @@ func (o Options) withDefaults() Options {
 		// a large one is cheaper with pwritev, whose page-cache allocation
 		// beats faulting (2.1-2.9 against 0.5-1.4 GB/s for 64 KiB).
 		o.Segment.Mode = segment.WriteMixed
-		if o.Sync.Kind == SyncAlways {
+		if o.Sync.Kind == SyncAlways || o.Flush.Messages == 1 {
 			o.Segment.Mode = segment.WritePwrite
 		}
 	}
@@ -121,7 +129,7 @@ func (o Options) withDefaults() Options {
 		// (segment.ReserveZeroFill). Without, the zeros would only double
 		// the bytes written.
 		o.Segment.Reserve = segment.ReserveFallocate
-		if o.Sync.Kind == SyncAlways && segment.ZeroFillSupported {
+		if (o.Sync.Kind == SyncAlways || o.Flush.Messages == 1) && segment.ZeroFillSupported {
 			o.Segment.Reserve = segment.ReserveZeroFill
 		}
 	}
@@ -139,7 +147,15 @@ type Log struct {
 	mu       sync.Mutex
 	active   *segRef
 	leo      int64 // next offset to assign
-	unsynced int64 // bytes appended since the last sync started (SyncBytes)
+	unsynced int64 // bytes appended since the last bytes-triggered wait (SyncBytes)
+	// plan is the sync triggers in force (Options.Sync and the flush
+	// policy): loaded by the append path under mu and by the lock-free
+	// syncer and MustWait; stored under mu (SetFlush).
+	plan atomic.Pointer[syncPlan]
+	// flusherOn: the flusher goroutine runs (under mu); flushKick tells
+	// it the plan's interval changed.
+	flusherOn bool
+	flushKick chan struct{}
 	// rollBytes, if above 0, is a segment.bytes set while the log is open
 	// (SetLimits): a segment rolls once an append would take it past it,
 	// whatever size the segment was made with.
@@ -225,6 +241,12 @@ type Log struct {
 	dormant      atomic.Bool
 	dormantState cleanShutdownState
 	dormantBases []int64
+	// cleaner is the compaction state (compact.go).
+	cleaner cleanerState
+
+	// fresh: opened dormant from a directory without segment, snapshot
+	// or marker (Fresh); set at open, then fixed.
+	fresh bool
 	// started: openFiles ran to its end (background work runs);
 	// markerGone: it removed the clean-shutdown marker. Under mu after
 	// Open.
@@ -320,9 +342,10 @@ func (l *Log) AppendBatch(v batch.Batch, applied func(base int64)) (res AppendRe
 func (l *Log) WaitDurable(end int64) error { return l.waitDurable(end) }
 
 // MustWait reports whether an acknowledgement of data ending at end has to
-// wait for WaitDurable under the log's policy: always for SyncAlways (a
-// duplicate's original may not be synced yet either).
-func (l *Log) MustWait() bool { return l.opts.Sync.Kind == SyncAlways }
+// wait for WaitDurable under the log's policy: always for SyncAlways, or a
+// flush policy that syncs every append (a duplicate's original may not be
+// synced yet either).
+func (l *Log) MustWait() bool { return l.plan.Load().always }
 
 // writeLocked writes v into the active segment under mu; nothing of it is
 // visible to readers or to the syncer until commitLocked.
@@ -388,13 +411,13 @@ func (l *Log) commitLocked(n int64) (wait, raised bool) {
 	// here, after the append callback, not in writeLocked.
 	l.written.Store(l.leo)
 	seg := l.active
-	switch l.opts.Sync.Kind {
-	case SyncAlways:
-		// A staged batch is not in the file yet: the sync that ends its
-		// staging publishes it (endStaging).
-		if !l.durableOnly() && l.stagers == 0 {
-			raised = l.publish(seg)
-		}
+	// A staged batch is not in the file yet: the sync that ends its
+	// staging publishes it (endStaging).
+	if !l.durableOnly() && l.stagers == 0 {
+		raised = l.publish(seg)
+	}
+	plan := l.plan.Load()
+	if plan.always {
 		if l.visKick != nil {
 			// Only a sync makes the batch visible, and its appender need
 			// not wait for one (a Kafka acks=0 produce): the visibility
@@ -407,17 +430,30 @@ func (l *Log) commitLocked(n int64) (wait, raised bool) {
 			}
 		}
 		return true, raised
-	case SyncBytes:
-		raised = l.publish(seg)
-		l.unsynced += n
-		if l.unsynced >= l.opts.Sync.Bytes {
-			l.unsynced = 0
-			return true, raised
-		}
-	default:
-		raised = l.publish(seg)
 	}
-	return false, raised
+	if l.stagers > 0 {
+		// Staged by a group sync that started while every append waited
+		// for one (a flush policy changed since): the batch is in this
+		// process's memory only, not yet in the page cache that an
+		// unsynced acknowledgement promises, until that sync ends. The
+		// next sync covers it.
+		return true, raised
+	}
+	if plan.bytes > 0 {
+		l.unsynced += n
+		if l.unsynced >= plan.bytes {
+			l.unsynced = 0
+			wait = true
+		}
+	}
+	if plan.messages > 0 && l.leo-l.recoveryPoint.Load() >= plan.messages {
+		// Kafka's rule (UnifiedLog.append): unflushed messages, the log
+		// end minus the recovery point, reached flush.messages. Every
+		// append while a sync is due waits, so no more than messages-1
+		// acknowledged offsets are ever unsynced.
+		wait = true
+	}
+	return wait, raised
 }
 
 // publish makes everything written visible to readers (under mu) and
@@ -862,8 +898,12 @@ func (l *Log) OffsetForTime(ts int64) (int64, error) {
 					return hw, nil
 				}
 				if b.MaxTimestamp() >= ts && b.LastOffset() >= start {
+					// The offset is read from the mapping before the
+					// reference goes: once released, retention may recycle
+					// the segment and unmap what b points into.
+					off := max(b.BaseOffset(), start)
 					ref.release()
-					return max(b.BaseOffset(), start), nil
+					return off, nil
 				}
 			}
 		}

@@ -33,26 +33,14 @@ const (
 // CRC, offsets); the log is truncated at the first torn or corrupt batch,
 // later segments are dropped, and indexes are rebuilt.
 func Open(dir string, opts Options) (*Log, error) {
-	opts = opts.withDefaults()
-	// ParseSyncPolicy refuses these; a policy built as a struct must be
-	// refused too: interval 0 would panic in the flusher's ticker.
-	switch {
-	case opts.Sync.Kind == SyncInterval && opts.Sync.Interval <= 0:
-		return nil, fmt.Errorf("cannot open partition: fsync policy interval=%v: %w", opts.Sync.Interval, ErrInvalidSyncPolicy)
-	case opts.Sync.Kind == SyncBytes && opts.Sync.Bytes <= 0:
-		return nil, fmt.Errorf("cannot open partition: fsync policy bytes=%d: %w", opts.Sync.Bytes, ErrInvalidSyncPolicy)
+	l, err := newLog(dir, opts)
+	if err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create partition dir: %w", err)
 	}
-	l := &Log{dir: dir, opts: opts, stop: make(chan struct{}), recoveredFrom: -1, ckDurable: [2]int64{-1, -1}}
-	if !opts.NoRecycle && opts.Segment.Reserve == segment.ReserveZeroFill {
-		l.recycle = &recyclePool{}
-	}
-	l.sync.cond.L = &l.sync.mu
-	empty := []*segRef{}
-	l.segs.Store(&empty)
-	if opts.Lazy {
+	if l.opts.Lazy {
 		ok, err := l.openDormant()
 		if err != nil {
 			return nil, err
@@ -64,6 +52,47 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err := l.openFiles(); err != nil {
 		return nil, err
 	}
+	return l, nil
+}
+
+// newLog checks opts and makes the log's structure, touching no file.
+func newLog(dir string, opts Options) (*Log, error) {
+	opts = opts.withDefaults()
+	// ParseSyncPolicy refuses these; a policy built as a struct must be
+	// refused too: interval 0 would panic in the flusher's ticker.
+	switch {
+	case opts.Sync.Kind == SyncInterval && opts.Sync.Interval <= 0:
+		return nil, fmt.Errorf("cannot open partition: fsync policy interval=%v: %w", opts.Sync.Interval, ErrInvalidSyncPolicy)
+	case opts.Sync.Kind == SyncBytes && opts.Sync.Bytes <= 0:
+		return nil, fmt.Errorf("cannot open partition: fsync policy bytes=%d: %w", opts.Sync.Bytes, ErrInvalidSyncPolicy)
+	}
+	if err := opts.Flush.check(); err != nil {
+		return nil, fmt.Errorf("cannot open partition: %w", err)
+	}
+	l := &Log{dir: dir, opts: opts, stop: make(chan struct{}), recoveredFrom: -1, ckDurable: [2]int64{-1, -1}}
+	l.plan.Store(planOf(opts.Sync, opts.Flush))
+	if !opts.NoRecycle && opts.Segment.Reserve == segment.ReserveZeroFill {
+		l.recycle = &recyclePool{}
+	}
+	l.sync.cond.L = &l.sync.mu
+	empty := []*segRef{}
+	l.segs.Store(&empty)
+	return l, nil
+}
+
+// OpenEmpty opens the log of a directory its caller has just created and
+// knows to hold no log file (no segment, snapshot, checkpoint or marker):
+// dormant and empty at offset 0, as Open with Options.Lazy makes of such
+// a directory, without reading it. The first append creates the first
+// segment. So that a creation of thousands of partitions does not list
+// and read back thousands of directories it has just written.
+func OpenEmpty(dir string, opts Options) (*Log, error) {
+	l, err := newLog(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	l.setDormant(cleanShutdownState{FirstSegmentMaxTimestamp: -1, LogEndOffset: -1}, nil, 0, 0)
+	l.fresh = true
 	return l, nil
 }
 
@@ -107,6 +136,11 @@ func (l *Log) openFiles() error {
 		log.Warn("implausible checkpoint ignored: the log starts at the first segment", "file", logStartFile,
 			"offset", logStart, "recovery_point", recoveryPoint, "reason", why)
 		logStart = 0
+	}
+	// A cleaning's swap a crash cut short is completed or rolled back
+	// before anything reads the segments (compact_swap.go).
+	if err := recoverSwaps(dir, log); err != nil {
+		return err
 	}
 	bases, err := listSegmentsLogged(dir, log)
 	if err != nil {
@@ -359,16 +393,13 @@ func (l *Log) openFiles() error {
 	l.maint.tasks = make(chan task, 64)
 	l.bg.Add(1)
 	go l.runMaintainer()
-	if opts.Sync.Kind == SyncInterval {
-		l.flusher.Add(1)
-		go l.runFlusher(opts.Sync.Interval)
-	}
 	if l.durableOnly() && !opts.noVisibilitySyncer {
 		l.visKick = make(chan struct{}, 1)
 		l.flusher.Add(1)
 		go l.runVisibilitySyncer()
 	}
 	l.started = true
+	l.startFlusherLocked()
 	return nil
 }
 

@@ -68,3 +68,65 @@ func (p SyncPolicy) String() string {
 	}
 	return "never"
 }
+
+// FlushPolicy is what a topic's flush.messages and flush.ms ask for
+// (Kafka's log.flush.interval.messages and log.flush.interval.ms): sync
+// points added to the log's own policy (Options.Sync), never taken from
+// it, so that a topic config cannot weaken the promise the log was opened
+// with. The zero value adds nothing.
+type FlushPolicy struct {
+	// Messages: an append that leaves Messages offsets or more above the
+	// recovery point (the durable end) waits for a sync before it is
+	// acknowledged, as Kafka's append flushes once unflushed messages
+	// (log end offset - recovery point) reach flush.messages. 1 makes every
+	// append wait: SyncAlways, with its group commit. 0: none.
+	Messages int64
+	// Interval: a sync every Interval, as SyncInterval. When the log's own
+	// policy is an interval too, the shorter one runs. 0: none.
+	Interval time.Duration
+}
+
+func (f FlushPolicy) String() string {
+	return fmt.Sprintf("messages=%d interval=%v", f.Messages, f.Interval)
+}
+
+// syncPlan is the sync triggers in force: Options.Sync with the
+// FlushPolicy (Options.Flush, SetFlush) added. It is immutable and
+// replaced whole, so that the lock-free readers (MustWait, syncOnce, the
+// flusher) see one policy or the other, never a mix.
+type syncPlan struct {
+	// always: every append waits for a sync (group commit with staging).
+	always bool
+	// interval is the flusher's period; 0: no periodic sync.
+	interval time.Duration
+	// bytes: the append that takes the bytes appended since the last such
+	// wait to this many waits (SyncBytes). 0: none.
+	bytes int64
+	// messages: an append that leaves this many offsets above the
+	// recovery point waits (FlushPolicy.Messages above 1). 0: none.
+	messages int64
+}
+
+// planOf combines the log's policy and a topic's flush policy: every
+// trigger of either applies.
+func planOf(base SyncPolicy, f FlushPolicy) *syncPlan {
+	p := &syncPlan{always: base.Kind == SyncAlways || f.Messages == 1}
+	if base.Kind == SyncInterval {
+		p.interval = base.Interval
+	}
+	if f.Interval > 0 && (p.interval == 0 || f.Interval < p.interval) {
+		p.interval = f.Interval
+	}
+	if base.Kind == SyncBytes {
+		p.bytes = base.Bytes
+	}
+	if f.Messages > 1 {
+		p.messages = f.Messages
+	}
+	if p.always {
+		// Every append is synced before its acknowledgement: the other
+		// triggers would only add syncs of nothing.
+		p.interval, p.bytes, p.messages = 0, 0, 0
+	}
+	return p
+}

@@ -76,8 +76,9 @@ func (l *Log) ApplyRetention() (deleted int, err error) {
 	n := 0
 	for ; n < len(segs)-1; n++ {
 		s := segs[n]
-		// Never delete what readers cannot see yet.
-		if segs[n+1].Base() > hw {
+		// Never delete what readers cannot see yet, nor a segment a
+		// cleaning is swapping out.
+		if segs[n+1].Base() > hw || !l.detachableLocked(s.Base()) {
 			break
 		}
 		// Wholly below the log start (DeleteRecordsBefore moved it past
@@ -134,7 +135,7 @@ func (l *Log) DeleteRecordsBefore(offset int64) error {
 	if offset > l.logStart.Load() {
 		segs := *l.segs.Load()
 		n := 0
-		for n < len(segs)-1 && segs[n+1].Base() <= offset {
+		for n < len(segs)-1 && segs[n+1].Base() <= offset && l.detachableLocked(segs[n].Base()) {
 			n++
 		}
 		storeMax(&l.logStart, offset)

@@ -90,7 +90,13 @@ func (l *Log) waitDurable(end int64) error {
 func (l *Log) syncOnce() (int64, error) {
 	var segs [4]*segRef
 	var end int64
-	if l.opts.Sync.Kind == SyncAlways {
+	// Under a plan that makes every append wait, the appends that arrive
+	// during the sync are staged (startStaging). The plan may change
+	// between syncs (SetFlush), never during one's choice: waitDurable
+	// runs one sync at a time, so a sync without staging never meets a
+	// stage left by one with (stagers is 0, nothing staged, and every
+	// byte below written is in a file).
+	if l.plan.Load().always {
 		var err error
 		if end, err = l.startStaging(); err != nil {
 			return 0, err
@@ -194,20 +200,68 @@ func (l *Log) syncOnce() (int64, error) {
 	return end, nil
 }
 
-// runFlusher syncs every interval (SyncInterval) and checkpoints the
-// recovery point, until Close.
-func (l *Log) runFlusher(interval time.Duration) {
+// runFlusher syncs every interval of the plan in force and checkpoints
+// the recovery point, until Close. It follows SetFlush: a kick makes it
+// read the plan again, and a plan without an interval parks it (it does
+// not exit, so that starting one never races with one stopping).
+//
+// Ordering: SetFlush stores the plan, then sends on flushKick (a full
+// buffer holds a kick not yet taken, which is the same); the flusher
+// takes the kick, then loads the plan. A channel send happens before the
+// receive it pairs with, so the load sees the new plan or a later one.
+func (l *Log) runFlusher() {
 	defer l.flusher.Done()
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	var ticker *time.Ticker
+	var tick <-chan time.Time
+	defer func() {
+		if ticker != nil {
+			ticker.Stop()
+		}
+	}()
+	var cur time.Duration
 	for {
+		if d := l.plan.Load().interval; d != cur {
+			if ticker != nil {
+				ticker.Stop()
+				ticker, tick = nil, nil
+			}
+			if d > 0 {
+				ticker = time.NewTicker(d)
+				tick = ticker.C
+			}
+			cur = d
+		}
 		select {
 		case <-l.stop:
 			return
-		case <-t.C:
+		case <-l.flushKick:
+		case <-tick:
 			_ = l.Flush()
 		}
 	}
+}
+
+// startFlusherLocked starts the flusher if the plan has an interval and
+// none runs, or tells the running one the plan changed (under mu, or
+// during Open). A dormant log starts it when it wakes (openFiles), a
+// closed one never.
+func (l *Log) startFlusherLocked() {
+	if l.flusherOn {
+		select {
+		case l.flushKick <- struct{}{}:
+		default:
+		}
+		return
+	}
+	if l.plan.Load().interval <= 0 || !l.started || l.closed {
+		return
+	}
+	l.flusherOn = true
+	l.flushKick = make(chan struct{}, 1)
+	// Under mu with closed false: Close sets closed under mu before it
+	// waits for the flusher group, so this Add comes before that Wait.
+	l.flusher.Add(1)
+	go l.runFlusher()
 }
 
 // runVisibilitySyncer, under DurableVisibility, syncs what was committed

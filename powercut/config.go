@@ -119,6 +119,8 @@ const (
 	topicRetention = "retention" // idempotent producers, retention.bytes
 	topicTxn       = "txn"       // transactional producers
 	topicTmpPrefix = "tmp-"      // created, written and deleted
+	topicKV        = "kv"        // cleanup.policy=compact, keyed records
+	kvKeys         = 20
 	idemParts      = 3
 	txnParts       = 2
 	groupPlain     = "plain"  // CommitOffsets outside transactions
@@ -151,6 +153,7 @@ func (c Config) EngineOptions() engine.Options {
 	o.Partition.Segment.Mode = c.Mode
 	o.MaintainInterval = 50 * time.Millisecond
 	o.RetentionInterval = 100 * time.Millisecond
+	o.Cleaner.Backoff = 50 * time.Millisecond
 	return o
 }
 

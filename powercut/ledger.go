@@ -51,6 +51,12 @@ type Counts struct {
 	// CommitsLost: a group's committed offset below its last
 	// acknowledged commit.
 	CommitsLost int
+	// KeysLost: a key of the compacted topic whose newest value is older
+	// than its last acknowledged one (or a value never sent).
+	KeysLost int
+	// SwapsCut: partitions whose crash image held a cleaning's swap cut
+	// short (completed or rolled back before the checks).
+	SwapsCut int
 	// TopicsLost / TopicsBack: a created topic gone / a deleted topic
 	// back; DeletesUndone: a log start below an acknowledged
 	// DeleteRecords.
@@ -91,6 +97,8 @@ func (c *Counts) Add(o Counts) {
 	c.RetryMoved += o.RetryMoved
 	c.Atomicity += o.Atomicity
 	c.CommitsLost += o.CommitsLost
+	c.KeysLost += o.KeysLost
+	c.SwapsCut += o.SwapsCut
 	c.TopicsLost += o.TopicsLost
 	c.TopicsBack += o.TopicsBack
 	c.DeletesUndone += o.DeletesUndone
@@ -113,15 +121,15 @@ func (c *Counts) Add(o Counts) {
 
 func (c Counts) String() string {
 	return fmt.Sprintf("trials %d, cuts %d (torn %d), checks %d, acked batches %d, lost %d (beyond the policy's bound %d, after a clean close %d), mismatched %d, duplicated %d, "+
-		"retries moved %d, atomicity %d, commits lost %d, topics lost %d, topics back %d, deletes undone %d, "+
+		"retries moved %d, atomicity %d, commits lost %d, keys lost %d, topics lost %d, topics back %d, deletes undone %d, "+
 		"wedged ids %d, pinned LSOs %d, unstable offsets %d, open failures %d, check failures %d, "+
 		"pids reused %d, epochs regressed %d, verify ok %d, verify corrupt %d, workload errors %d; "+
-		"disk: file syncs %d, dir syncs %d, renames %d, fallocates %d, torn pages kept %d",
+		"disk: file syncs %d, dir syncs %d, renames %d, fallocates %d, torn pages kept %d, cleaning swaps cut %d",
 		c.Trials, c.Cuts, c.TornCuts, c.Checks, c.Acked, c.Lost, c.LostBeyondBound, c.LostAfterClose, c.Mismatched, c.Duplicated,
-		c.RetryMoved, c.Atomicity, c.CommitsLost, c.TopicsLost, c.TopicsBack, c.DeletesUndone,
+		c.RetryMoved, c.Atomicity, c.CommitsLost, c.KeysLost, c.TopicsLost, c.TopicsBack, c.DeletesUndone,
 		c.WedgedIDs, c.PinnedLSOs, c.Unstable, c.OpenFailures, c.CheckFailures,
 		c.PIDReused, c.EpochRegressed, c.VerifyOK, c.VerifyCorrupt, c.WorkloadErrors,
-		c.FileSyncs, c.DirSyncs, c.Renames, c.Allocates, c.TornPages)
+		c.FileSyncs, c.DirSyncs, c.Renames, c.Allocates, c.TornPages, c.SwapsCut)
 }
 
 // Promise is one row of the table of what a sync policy promises across a
@@ -164,6 +172,7 @@ var Promises = []Promise{
 	{"lost", func(c Counts) int { return c.Lost }, alwaysOnly},
 	{"atomicity", func(c Counts) int { return c.Atomicity }, alwaysOnly},
 	{"commits lost", func(c Counts) int { return c.CommitsLost }, alwaysOnly},
+	{"keys lost", func(c Counts) int { return c.KeysLost }, alwaysOnly},
 	{"topics lost", func(c Counts) int { return c.TopicsLost }, alwaysOnly},
 	{"topics back", func(c Counts) int { return c.TopicsBack }, alwaysOnly},
 	{"deletes undone", func(c Counts) int { return c.DeletesUndone }, alwaysOnly},
@@ -264,6 +273,9 @@ type Ledger struct {
 	lastRaw map[string]*sent
 	// byRaw: the first send of each idempotent batch, by its bytes.
 	byRaw map[string]*sent
+	// kvAcked and kvSent: per key of the compacted topic, the highest
+	// sequence acknowledged and sent.
+	kvAcked, kvSent map[string]int64
 	// killedAt: when the last workload was killed.
 	killedAt time.Time
 	// lostBytes: per partition, the bytes of this stage's batches found
@@ -280,7 +292,8 @@ func NewLedger(policy partition.SyncPolicy) *Ledger {
 	return &Ledger{Policy: policy, sends: map[int64]*sent{}, txns: map[string]*txn{},
 		committing: map[string]map[int64]bool{}, committed: map[string]int64{}, pids: map[int64]string{},
 		idEpoch: map[string][2]int64{}, created: map[string]bool{}, deleting: map[string]bool{},
-		deleted: map[string]bool{}, delrec: map[tpKey]int64{}, lastRaw: map[string]*sent{}, byRaw: map[string]*sent{}}
+		deleted: map[string]bool{}, delrec: map[tpKey]int64{}, lastRaw: map[string]*sent{}, byRaw: map[string]*sent{},
+		kvAcked: map[string]int64{}, kvSent: map[string]int64{}}
 }
 
 func (l *Ledger) fail(format string, args ...any) {
@@ -389,6 +402,10 @@ func (l *Ledger) Feed(line string) string {
 	case "commit":
 		k := f[1] + "/" + f[2] + "/" + f[3]
 		l.committed[k] = max(l.committed[k], atoi(f[4]))
+	case "kvsend":
+		l.kvSent[f[1]] = max(l.kvSent[f[1]], atoi(f[2]))
+	case "kvack":
+		l.kvAcked[f[1]] = max(l.kvAcked[f[1]], atoi(f[2]))
 	case "delrec":
 		k := tpKey{f[1], int(atoi(f[2]))}
 		l.delrec[k] = max(l.delrec[k], atoi(f[3]))
@@ -459,6 +476,7 @@ func (l *Ledger) Check(lines []string) bool {
 	parts := map[tpKey]*partState{}
 	offsets := map[string]int64{}
 	topics := map[string]bool{}
+	kv := map[string]int64{}
 	done := false
 	for _, line := range lines {
 		f := strings.Fields(line)
@@ -515,6 +533,10 @@ func (l *Ledger) Check(lines []string) bool {
 			}
 		case "offset":
 			offsets[f[1]+"/"+f[2]+"/"+f[3]] = atoi(f[4])
+		case "kv":
+			kv[f[1]] = atoi(f[2])
+		case "swaps":
+			l.Counts.SwapsCut += int(atoi(f[1]))
 		case "pid":
 			l.pid(atoi(f[1]), int16(atoi(f[2])), fmt.Sprintf("check/%d", l.Counts.Checks))
 		case "error":
@@ -532,6 +554,7 @@ func (l *Ledger) Check(lines []string) bool {
 	l.checkBatches(parts, topics)
 	l.checkTxns(parts, offsets)
 	l.checkCommits(offsets)
+	l.checkKeys(kv)
 	if l.Policy.Kind == partition.SyncAlways {
 		for name := range l.created {
 			if !topics[name] && !l.deleting[name] {
@@ -779,7 +802,30 @@ func (l *Ledger) checkCommits(offsets map[string]int64) {
 	}
 }
 
-// WriteRetries writes Retries to path.
+// checkKeys compares the compacted topic's newest value of each key with
+// the acknowledged ones: a cleaning (or a crash in one) must never bring
+// back an older value or lose the newest.
+func (l *Ledger) checkKeys(found map[string]int64) {
+	for k, acked := range l.kvAcked {
+		got, ok := found[k]
+		if !ok || got < acked || got > l.kvSent[k] {
+			l.Counts.KeysLost++
+			if l.Policy.Kind == partition.SyncAlways {
+				l.fail("compacted topic: key %s's newest value is %d (present %v), acknowledged %d, sent up to %d", k, got, ok, acked, l.kvSent[k])
+			}
+			// The next stage starts from what survived.
+			l.kvAcked[k] = got
+		}
+	}
+}
+
+// WriteRetries writes Retries to path, one line each; no batch in flight
+// leaves the file empty (not a blank line, which is no batch).
 func (l *Ledger) WriteRetries(path string) error {
-	return os.WriteFile(path, []byte(strings.Join(l.Retries(), "\n")+"\n"), 0o644)
+	var b strings.Builder
+	for _, r := range l.Retries() {
+		b.WriteString(r)
+		b.WriteByte('\n')
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }

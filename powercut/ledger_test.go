@@ -3,6 +3,8 @@ package powercut
 import (
 	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -257,5 +259,23 @@ func TestLedgerChecksProducerHandleBatches(t *testing.T) {
 		if l.Counts.Lost != c.lost || l.Counts.Acked != 1 {
 			t.Errorf("%s: lost %d acked %d, want %d and 1", c.ack, l.Counts.Lost, l.Counts.Acked, c.lost)
 		}
+	}
+}
+
+// A stage that ended with no idempotent batch sent left a retries file
+// holding one blank line, which the next workload refused to parse: the
+// trial then ran no workload at all.
+func TestLedgerWritesNoRetryLineWhenNothingWasSent(t *testing.T) {
+	l := NewLedger(partition.SyncPolicy{Kind: partition.SyncAlways})
+	path := filepath.Join(t.TempDir(), "retries")
+	if err := l.WriteRetries(path); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) != 0 {
+		t.Fatalf("retries file of a ledger with nothing sent holds %q, want it empty", b)
 	}
 }

@@ -35,6 +35,8 @@ import (
 //	txdone ID NO commit|abort      ... and returned nil
 //	committing GROUP TOPIC P OFFSET / commit GROUP TOPIC P OFFSET
 //	delrec TOPIC P LOW             DeleteRecordsBefore returned LOW
+//	kvsend KEY SEQ / kvack KEY SEQ a keyed record of the compacted topic
+//	                               about to be appended / acknowledged
 //	error TEXT                     anything unexpected
 //
 // It returns only if it cannot start.
@@ -67,6 +69,7 @@ func Workload(cfg Config, r *Reporter) error {
 	wg.Go(w.transactionalV1)
 	wg.Go(w.commits)
 	wg.Go(w.deletions)
+	wg.Go(w.keyed)
 	wg.Wait()
 	return nil
 }
@@ -86,7 +89,7 @@ func (w *workload) rand(stream uint64) *rand.Rand {
 
 func (w *workload) createTopics() error {
 	create := func(name string, parts int, cfg map[string]string) error {
-		err := w.e.CreateTopicWithConfig(name, parts, cfg)
+		err := w.e.CreateTopic(name, parts, cfg)
 		if err != nil && !errors.Is(err, engine.ErrTopicAlreadyExists) {
 			return fmt.Errorf("cannot create topic %s: %w", name, err)
 		}
@@ -99,7 +102,45 @@ func (w *workload) createTopics() error {
 	if err := create(topicRetention, 1, map[string]string{"retention.bytes": strconv.Itoa(retentionBytes)}); err != nil {
 		return err
 	}
+	// Small segments and a low dirty ratio: the cleaner runs (and swaps
+	// segments) many times a stage.
+	if err := create(topicKV, 1, map[string]string{"cleanup.policy": "compact", "segment.bytes": "4096",
+		"min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "100"}); err != nil {
+		return err
+	}
 	return create(topicTxn, txnParts, nil)
+}
+
+// keyed writes records of kvKeys keys to the compacted topic, each value
+// naming its key and a sequence that rises across stages, and reports
+// each before and after its append: the checker's newest value of each
+// key must be at least the last acknowledged one.
+func (w *workload) keyed() {
+	rng := w.rand(500)
+	p, err := w.e.Partition(topicKV, 0)
+	if err != nil {
+		w.r.Printf("error %s", oneLine(err))
+		return
+	}
+	bld := batch.NewBuilder(batch.CodecNone)
+	for {
+		key := rng.IntN(kvKeys)
+		seq := w.sid.Add(1)
+		bld.Reset(batch.CodecNone)
+		bld.Append(time.Now().UnixMilli(), []byte(strconv.Itoa(key)), []byte(strconv.FormatInt(seq, 10)), nil)
+		b, err := bld.Build()
+		if err != nil {
+			w.r.Printf("error build: %s", oneLine(err))
+			return
+		}
+		w.r.Printf("kvsend %d %d", key, seq)
+		if _, err := p.Append(append([]byte(nil), b...)); err != nil {
+			w.r.Printf("error kv append: %s", oneLine(err))
+		} else {
+			w.r.Printf("kvack %d %d", key, seq)
+		}
+		time.Sleep(time.Duration(rng.IntN(4)) * time.Millisecond)
+	}
 }
 
 // retry sends again, first, the batches the parent lists: each must be
@@ -195,7 +236,7 @@ func (w *workload) idempotent(g int) {
 	parts = append(parts, ret)
 	bld := batch.NewBuilder(batch.CodecNone)
 	for {
-		pid, epoch, err := w.e.InitProducerID()
+		pid, epoch, err := w.e.Frontend().InitProducerID()
 		if err != nil {
 			w.r.Printf("error InitProducerID: %s", oneLine(err))
 			time.Sleep(50 * time.Millisecond)
@@ -358,7 +399,7 @@ func (w *workload) transactionalV1() {
 	if parts == nil {
 		return
 	}
-	c, err := w.e.Coordinator()
+	c, err := w.e.Frontend().Coordinator()
 	if err != nil {
 		w.r.Printf("error %s", oneLine(err))
 		return
@@ -386,8 +427,8 @@ func (w *workload) transactionalV1() {
 			for range 1 + rng.IntN(3) {
 				i := rng.IntN(len(parts))
 				p := parts[i]
-				ref := engine.TopicPartitionRef{Topic: p.Topic(), Partition: int32(i)}
-				if err := c.AddPartitions(id, pid, epoch, []engine.TopicPartitionRef{ref}, false); err != nil {
+				ref := engine.TopicPartition{Topic: p.Topic(), Partition: int32(i)}
+				if err := c.AddPartitions(id, pid, epoch, []engine.TopicPartition{ref}, false); err != nil {
 					w.r.Printf("error AddPartitions %s: %s", id, oneLine(err))
 					failed = true
 					break
@@ -442,7 +483,7 @@ func (w *workload) commits() {
 			off := w.sid.Add(1)
 			w.r.Printf("committing %s %s %d %d", groupPlain, topicIdem, part, off)
 			tp := engine.TopicPartition{Topic: topicIdem, Partition: int32(part)}
-			if err := w.e.CommitOffsets(groupPlain, map[engine.TopicPartition]engine.OffsetAndMetadata{tp: {Offset: off}}); err != nil {
+			if err := w.e.Frontend().CommitOffsets(groupPlain, map[engine.TopicPartition]engine.OffsetAndMetadata{tp: {Offset: off}}); err != nil {
 				w.r.Printf("error CommitOffsets: %s", oneLine(err))
 			} else {
 				w.r.Printf("commit %s %s %d %d", groupPlain, topicIdem, part, off)
@@ -498,7 +539,7 @@ func (w *workload) deletions() {
 				w.r.Printf("error %s", oneLine(err))
 				continue
 			}
-			hw := p.Log().HighWatermark()
+			hw := p.HighWatermark()
 			if hw == 0 {
 				continue
 			}

@@ -19,7 +19,7 @@ import (
 // (cheap, after a clean shutdown) or Recover (a scan) before use.
 func Open(dir string, base int64, opts Options, active bool) (*Segment, error) {
 	opts = opts.withDefaults()
-	path := filepath.Join(dir, FileName(base, ".log"))
+	path := filepath.Join(dir, FileName(base, ".log")+opts.NameSuffix)
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open segment %s: %w", path, errors.Join(ErrIO, err))
@@ -262,8 +262,9 @@ func (s *Segment) Recover(maxBatchSize int, visit func(b batch.Batch)) (truncate
 			break
 		}
 		// After the first batch, each starts exactly where the one before
-		// ended: idemlog never leaves gaps (Kafka's compaction does; idemlog
-		// does not compact). A higher offset is not data: in a recycled
+		// ended: idemlog never leaves gaps (Kafka's compaction does;
+		// idemlog's covers dropped offsets with empty batches, see the
+		// partition package's Compaction). A higher offset is not data: in a recycled
 		// file, a crash that kept a new batch's later sectors but not the
 		// one with the first bytes of its base offset leaves stale high
 		// bytes there in front of a valid new body (the CRC does not cover

@@ -69,6 +69,10 @@ type Options struct {
 	Mode WriteMode
 	// Reserve is how blocks are reserved ahead of the writer.
 	Reserve ReserveMode
+	// NameSuffix is appended to every file name of a segment made by
+	// Create (".cleaned": the compactor writes a segment under names that
+	// an open deletes, and renames it into place once it is complete).
+	NameSuffix string
 }
 
 // ReserveMode chooses how a segment backs its file with blocks ahead of
@@ -209,7 +213,7 @@ type Segment struct {
 // Create makes a new, empty active segment at base in dir.
 func Create(dir string, base int64, opts Options) (*Segment, error) {
 	opts = opts.withDefaults()
-	path := filepath.Join(dir, FileName(base, ".log"))
+	path := filepath.Join(dir, FileName(base, ".log")+opts.NameSuffix)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create segment %s: %w", path, errors.Join(ErrIO, err))
@@ -248,7 +252,9 @@ func (s *Segment) openActive(size int64) error {
 	return s.openIndexes(true)
 }
 
-func (s *Segment) path(suffix string) string { return filepath.Join(s.dir, FileName(s.base, suffix)) }
+func (s *Segment) path(suffix string) string {
+	return filepath.Join(s.dir, FileName(s.base, suffix)+s.opts.NameSuffix)
+}
 
 // Base returns the segment's base offset.
 func (s *Segment) Base() int64 { return s.base }

@@ -48,8 +48,8 @@ type Report struct {
 	Bytes       int64
 	FirstOffset int64 // -1 if empty
 	NextOffset  int64
-	// Gaps counts offsets skipped between batches (compacted Kafka
-	// segments have them; idemlog's own never do).
+	// Gaps counts offsets skipped between batches (compacted segments
+	// have them).
 	Gaps int64
 	// ZeroTail is the length of an all-zero tail: the reservation of an
 	// active segment that was not closed cleanly, which Open recovers.
@@ -89,12 +89,28 @@ type Report struct {
 // live partition sealing or retiring its segment) fails with ErrIO, not a
 // SIGBUS of the process.
 func VerifyFile(path string, maxBatchSize int) (rep Report, err error) {
-	return verifyFile(path, maxBatchSize, nil)
+	return verifyFile(path, maxBatchSize, "", nil)
 }
 
-// verifyFile is VerifyFile; mapped, if set (by tests), runs once the .log
-// is mapped, so that a test changes the file under a running verify.
-func verifyFile(path string, maxBatchSize int, mapped func(path string)) (rep Report, err error) {
+// VerifySwapFile is VerifyFile for a segment that a log cleaning wrote
+// and renamed to <base>.log.swap (Kafka's swap protocol,
+// LocalLog.replaceSegments): the next open completes the swap, renaming it
+// and its indexes (<base>.index.swap, .timeindex.swap, .txnindex.swap) into
+// place, so it is checked as the segment it becomes. path names the
+// .log.swap file.
+func VerifySwapFile(path string, maxBatchSize int) (rep Report, err error) {
+	return verifyFile(path, maxBatchSize, SwapSuffix, nil)
+}
+
+// SwapSuffix ends the names of a cleaned segment's files between the
+// cleaning's last write and their rename into place (Kafka's names).
+const SwapSuffix = ".swap"
+
+// verifyFile checks the .log file at path, whose name, and its indexes',
+// end in sfx after Kafka's suffixes ("" or SwapSuffix); mapped, if set (by
+// tests), runs once the .log is mapped, so that a test changes the file
+// under a running verify.
+func verifyFile(path string, maxBatchSize int, sfx string, mapped func(path string)) (rep Report, err error) {
 	// The files are mapped: a page past a concurrent truncation faults.
 	// The fault becomes a panic of this goroutine, recovered here. (Without
 	// this: verify on a live directory could die of SIGBUS.)
@@ -122,7 +138,7 @@ func verifyFile(path string, maxBatchSize int, mapped func(path string)) (rep Re
 		mapped(path)
 	}
 	r.Bytes = int64(len(data))
-	base, named := ParseName(filepath.Base(path), ".log")
+	base, named := ParseName(strings.TrimSuffix(filepath.Base(path), sfx), ".log")
 	r.Base = base
 	if maxBatchSize <= 0 {
 		maxBatchSize = 64 << 20
@@ -169,8 +185,8 @@ func verifyFile(path string, maxBatchSize int, mapped func(path string)) (rep Re
 			if r.FirstOffset < 0 {
 				r.NextOffset = r.Base
 			}
-			dir, stem := filepath.Dir(path), strings.TrimSuffix(filepath.Base(path), ".log")
-			if terr := verifyTxnIndex(&r, data, boundaries, dir, stem); terr != nil && !errors.Is(terr, ErrTxnPastEnd) {
+			dir, stem := filepath.Dir(path), strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), sfx), ".log")
+			if terr := verifyTxnIndex(&r, data, boundaries, dir, stem, sfx); terr != nil && !errors.Is(terr, ErrTxnPastEnd) {
 				return r, terr
 			}
 			return r, fmt.Errorf("%s: batch at position %d: %w", path, pos, err)
@@ -217,17 +233,17 @@ func verifyFile(path string, maxBatchSize int, mapped func(path string)) (rep Re
 	if r.FirstOffset < 0 {
 		r.NextOffset = r.Base
 	}
-	dir, stem := filepath.Dir(path), strings.TrimSuffix(filepath.Base(path), ".log")
+	dir, stem := filepath.Dir(path), strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), sfx), ".log")
 	// Offset index: strictly increasing, every entry at a batch boundary,
 	// its offset within the batch run that starts there.
 	// The indexes are mapped, as the .log is, not read: their size is
 	// whatever the file says. (Without this: a sparse 1 GiB .index cost
 	// 1 GiB of heap.)
-	if idx, release, err := mapIndex(filepath.Join(dir, stem+".index")); err == nil {
+	if idx, release, err := mapIndex(filepath.Join(dir, stem+".index"+sfx)); err == nil {
 		defer release()
 		r.IndexChecked = true
 		if len(idx)%8 != 0 {
-			return r, fmt.Errorf("%s.index: size %d not a multiple of 8: %w: %w", stem, len(idx), ErrIndexMismatch, ErrVerify)
+			return r, fmt.Errorf("%s.index%s: size %d not a multiple of 8: %w: %w", stem, sfx, len(idx), ErrIndexMismatch, ErrVerify)
 		}
 		prevOff, prevPos := int64(-1), int64(-1)
 		for i := 0; i < len(idx); i += 8 {
@@ -241,27 +257,27 @@ func verifyFile(path string, maxBatchSize int, mapped func(path string)) (rep Re
 			}
 			off := r.Base + rel
 			if off <= prevOff || p <= prevPos {
-				return r, fmt.Errorf("%s.index: entry %d {%d, %d} not increasing: %w: %w", stem, i/8, off, p, ErrIndexMismatch, ErrVerify)
+				return r, fmt.Errorf("%s.index%s: entry %d {%d, %d} not increasing: %w: %w", stem, sfx, i/8, off, p, ErrIndexMismatch, ErrVerify)
 			}
 			s, ok := boundaries[p]
 			if !ok {
-				return r, fmt.Errorf("%s.index: entry %d points at position %d, not a batch start: %w: %w", stem, i/8, p, ErrIndexMismatch, ErrVerify)
+				return r, fmt.Errorf("%s.index%s: entry %d points at position %d, not a batch start: %w: %w", stem, sfx, i/8, p, ErrIndexMismatch, ErrVerify)
 			}
 			if off < s.base || off >= r.NextOffset {
-				return r, fmt.Errorf("%s.index: entry %d offset %d, batch at %d holds %d..%d: %w: %w", stem, i/8, off, p, s.base, s.last, ErrIndexMismatch, ErrVerify)
+				return r, fmt.Errorf("%s.index%s: entry %d offset %d, batch at %d holds %d..%d: %w: %w", stem, sfx, i/8, off, p, s.base, s.last, ErrIndexMismatch, ErrVerify)
 			}
 			prevOff, prevPos = off, p
 			r.IndexEntries = i/8 + 1
 		}
 		r.IndexEntries = max(r.IndexEntries, 0)
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return r, fmt.Errorf("cannot read %s.index: %w", stem, err)
+		return r, fmt.Errorf("cannot read %s.index%s: %w", stem, sfx, err)
 	}
-	if tix, release, err := mapIndex(filepath.Join(dir, stem+".timeindex")); err == nil {
+	if tix, release, err := mapIndex(filepath.Join(dir, stem+".timeindex"+sfx)); err == nil {
 		defer release()
 		r.TimeIdxChecked = true
 		if len(tix)%12 != 0 {
-			return r, fmt.Errorf("%s.timeindex: size %d not a multiple of 12: %w: %w", stem, len(tix), ErrIndexMismatch, ErrVerify)
+			return r, fmt.Errorf("%s.timeindex%s: size %d not a multiple of 12: %w: %w", stem, sfx, len(tix), ErrIndexMismatch, ErrVerify)
 		}
 		prevTs, prevOff := int64(-1<<63), int64(-1)
 		for i := 0; i < len(tix); i += 12 {
@@ -271,7 +287,7 @@ func verifyFile(path string, maxBatchSize int, mapped func(path string)) (rep Re
 				break
 			}
 			if ts <= prevTs || off < prevOff || off >= max(r.NextOffset, r.Base+1) {
-				return r, fmt.Errorf("%s.timeindex: entry %d {%d, %d} out of order or range: %w: %w", stem, i/12, ts, off, ErrIndexMismatch, ErrVerify)
+				return r, fmt.Errorf("%s.timeindex%s: entry %d {%d, %d} out of order or range: %w: %w", stem, sfx, i/12, ts, off, ErrIndexMismatch, ErrVerify)
 			}
 			// The entry is the largest timestamp so far and the batch
 			// that holds it (Kafka's maxTimestampSoFar and its offset):
@@ -279,16 +295,16 @@ func verifyFile(path string, maxBatchSize int, mapped func(path string)) (rep Re
 			// return.
 			j, _ := slices.BinarySearchFunc(timed, off, func(tb timedBatch, off int64) int { return cmp.Compare(tb.last, off) })
 			if j == len(timed) || timed[j].base > off || timed[j].maxTs != ts || timed[j].runningMax != ts {
-				return r, fmt.Errorf("%s.timeindex: entry %d {%d, %d}: not the largest timestamp so far at a batch holding it: %w: %w", stem, i/12, ts, off, ErrIndexMismatch, ErrVerify)
+				return r, fmt.Errorf("%s.timeindex%s: entry %d {%d, %d}: not the largest timestamp so far at a batch holding it: %w: %w", stem, sfx, i/12, ts, off, ErrIndexMismatch, ErrVerify)
 			}
 			prevTs, prevOff = ts, off
 			r.TimeEntries = i/12 + 1
 		}
 		r.TimeEntries = max(r.TimeEntries, 0)
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return r, fmt.Errorf("cannot read %s.timeindex: %w", stem, err)
+		return r, fmt.Errorf("cannot read %s.timeindex%s: %w", stem, sfx, err)
 	}
-	if err := verifyTxnIndex(&r, data, boundaries, dir, stem); err != nil {
+	if err := verifyTxnIndex(&r, data, boundaries, dir, stem, sfx); err != nil {
 		return r, err
 	}
 	return r, nil
@@ -300,16 +316,19 @@ type batchSpan struct{ base, last int64 }
 // verifyTxnIndex checks the .txnindex beside a segment against its
 // batches (boundaries: position -> offsets of each sound batch), setting
 // r.AbortedTxns and r.TxnPastEnd.
-func verifyTxnIndex(r *Report, data []byte, boundaries map[int64]batchSpan, dir, stem string) error {
+func verifyTxnIndex(r *Report, data []byte, boundaries map[int64]batchSpan, dir, stem, sfx string) error {
 	// Aborted-transaction index: its own rules (txnindex.Open), and every
 	// entry's marker must be a control batch of its producer in this file.
-	tpath := filepath.Join(dir, stem+".txnindex")
+	tpath := filepath.Join(dir, stem+".txnindex"+sfx)
 	if !fsutil.Exists(tpath) {
 		return nil
 	}
 	entries, err := txnindex.ReadFile(tpath, r.Base)
 	if err != nil {
-		return fmt.Errorf("%s.txnindex: %w: %w", stem, err, ErrVerify)
+		// An index that does not match its segment: in a segment the next
+		// open scans, rebuilt from the markers (a torn entry is what a
+		// power cut leaves when the index was written but not synced).
+		return fmt.Errorf("%s.txnindex%s: %w: %w: %w", stem, sfx, err, ErrIndexMismatch, ErrVerify)
 	}
 	// The offset of every ABORT marker -> its producer. Any other control
 	// batch, a COMMIT marker say, will not do: read_committed readers
@@ -333,12 +352,12 @@ func verifyTxnIndex(r *Report, data []byte, boundaries map[int64]batchSpan, dir,
 			// Entries are in offset order: the rest lie past too.
 			r.TxnPastEnd = len(entries) - i
 			r.AbortedTxns = i
-			return fmt.Errorf("%s.txnindex: %d entries from entry %d {producer %d, %d..%d} on: their abort markers are past the segment's last batch: %w: %w",
-				stem, r.TxnPastEnd, i, e.ProducerID, e.FirstOffset, e.LastOffset, ErrTxnPastEnd, ErrVerify)
+			return fmt.Errorf("%s.txnindex%s: %d entries from entry %d {producer %d, %d..%d} on: their abort markers are past the segment's last batch: %w: %w",
+				stem, sfx, r.TxnPastEnd, i, e.ProducerID, e.FirstOffset, e.LastOffset, ErrTxnPastEnd, ErrVerify)
 		}
 		if pid, ok := aborts[e.LastOffset]; !ok || pid != e.ProducerID || e.FirstOffset > e.LastOffset {
-			return fmt.Errorf("%s.txnindex: entry %d {producer %d, %d..%d}: no abort marker of that producer at %d: %w",
-				stem, i, e.ProducerID, e.FirstOffset, e.LastOffset, e.LastOffset, ErrVerify)
+			return fmt.Errorf("%s.txnindex%s: entry %d {producer %d, %d..%d}: no abort marker of that producer at %d: %w",
+				stem, sfx, i, e.ProducerID, e.FirstOffset, e.LastOffset, e.LastOffset, ErrVerify)
 		}
 	}
 	r.AbortedTxns = len(entries)

@@ -59,7 +59,7 @@ func TestVerifyFileGrowingSegment(t *testing.T) {
 			appendOne()
 		}
 	}
-	r, err := verifyFile(path, 0, grow)
+	r, err := verifyFile(path, 0, "", grow)
 	if err != nil && !errors.Is(err, ErrIO) {
 		t.Fatalf("VerifyFile of a live segment grown from %d to %d bytes while read: %v (report %+v), want success or ErrIO",
 			mapped, s.Size(), err, r)

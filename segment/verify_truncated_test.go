@@ -28,7 +28,7 @@ func TestVerifyFileTruncatedWhileRead(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	_, err = verifyFile(path, 0, truncate)
+	_, err = verifyFile(path, 0, "", truncate)
 	if !errors.Is(err, ErrIO) {
 		t.Fatalf("VerifyFile of a file truncated under it: %v, want ErrIO", err)
 	}

@@ -69,7 +69,7 @@ func (s *EngineSource) Seek(tp TopicPartition, offset int64) error {
 		if t == tp {
 			p := s.parts[i]
 			if offset == FromStart {
-				offset = p.Log().LogStartOffset()
+				offset = p.LogStartOffset()
 			}
 			s.c.Seek(p, offset)
 			return nil

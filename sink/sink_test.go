@@ -207,7 +207,7 @@ func TestResumeFromStorePositions(t *testing.T) {
 	// The engine's committed offsets for the group say 15; the store says
 	// 6 (a mid-batch offset). The store wins.
 	tp := engine.TopicPartition{Topic: "t", Partition: 0}
-	if err := e.CommitOffsets("g", map[engine.TopicPartition]engine.OffsetAndMetadata{tp: {Offset: 15}}); err != nil {
+	if err := e.Frontend().CommitOffsets("g", map[engine.TopicPartition]engine.OffsetAndMetadata{tp: {Offset: 15}}); err != nil {
 		t.Fatal(err)
 	}
 	store := newMemStore()

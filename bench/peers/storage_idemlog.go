@@ -150,7 +150,7 @@ func openIdemlogRecycled(dir string, w workload) (storageWriter, error) {
 // KiB (segment.Recycle: they get zero fills instead): below 4 KiB it does
 // not warm up, and the peer is idemlog with small segments and retention.
 func (rw *idemlogRecycledWriter) warmUp(w workload) error {
-	if !rw.part.Log().MustWait() || w.PerBatch*w.Size < 4<<10 {
+	if !rw.eng.Frontend().Log(rw.part).MustWait() || w.PerBatch*w.Size < 4<<10 {
 		return nil
 	}
 	recs := make([][]byte, w.PerBatch)
@@ -160,7 +160,7 @@ func (rw *idemlogRecycledWriter) warmUp(w workload) error {
 	perBatch := w.PerBatch * w.Size
 	deadline := time.Now().Add(60 * time.Second)
 	for written := 0; ; written += perBatch {
-		log := rw.part.Log()
+		log := rw.eng.Frontend().Log(rw.part)
 		if log.ActiveRecycled() {
 			// Let the device finish the warm-up's work (the deleted
 			// segments' blocks, discarded on a filesystem mounted with
@@ -175,7 +175,7 @@ func (rw *idemlogRecycledWriter) warmUp(w workload) error {
 			return fmt.Errorf("cannot warm up idemlog-recycled: %w", err)
 		}
 		if written/perBatch%recycledRetentionEvery == 0 {
-			if _, err := rw.eng.ApplyRetention(); err != nil {
+			if _, err := rw.eng.Frontend().ApplyRetention(); err != nil {
 				return fmt.Errorf("cannot apply retention: %w", err)
 			}
 		}
@@ -187,7 +187,7 @@ func (rw *idemlogRecycledWriter) write(recs [][]byte) error {
 		return err
 	}
 	if rw.batches.Add(1)%recycledRetentionEvery == 0 {
-		if _, err := rw.eng.ApplyRetention(); err != nil {
+		if _, err := rw.eng.Frontend().ApplyRetention(); err != nil {
 			return fmt.Errorf("cannot apply retention: %w", err)
 		}
 	}

@@ -32,11 +32,19 @@ const dumpDetails = `
 Output:
   Text: a "Dumping FILE" line, one "baseOffset: ..." line per batch, one
   "| offset: ..." line per record, problems on "error: ..." lines, and a
-  "Summary: ..." line.
+  "Summary: ..." line. For compacted logs a batch line also shows
+  "deleteHorizonMs: T" (KIP-534's delete horizon, attribute bit 6), and
+  ends with "gapBefore: N" when N offsets were skipped before the batch
+  (from the segment's base for its first; in a partition directory, from
+  the previous segment's last batch; negative: an overlap, which no log
+  writes) and "emptied: true" for a batch without records, a header
+  compaction kept for its offsets and producer state. The summary counts
+  both.
   JSON: one object per batch per line, with the fields baseOffset,
   lastOffset, producerId, producerEpoch, baseSequence, isTransactional,
-  isControl, compression, crcValid and records (offset, timestamp, key,
-  value, headers); keys and values are base64, null when null. Indexes:
+  isControl, compression, crcValid, deleteHorizonMs (-1: none), gapBefore,
+  emptied and records (offset, timestamp, key, value, headers); keys and
+  values are base64, null when null. Indexes:
   {"offset":O,"position":P} or {"timestamp":T,"offset":O} per entry.
   Snapshots: {"producerId", "producerEpoch", "coordinatorEpoch",
   "currentTxnFirstOffset" (-1: none), "lastTimestamp", "lastSequence",

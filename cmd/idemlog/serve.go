@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/idemlog/idemlog/engine"
 	"github.com/idemlog/idemlog/kafka"
+	"github.com/idemlog/idemlog/kafka/group"
 	"github.com/idemlog/idemlog/partition"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -47,6 +49,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fsync := fs.String("fsync", "never", "sync `POLICY`: never, always, interval=DUR or bytes=N")
 	advertise := fs.String("advertise", "", "`HOST:PORT` clients are told to dial (default: the listening address)")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics on http://`ADDR`/metrics")
+	pprofOn := fs.Bool("pprof", false, "also serve Go's runtime profiles (goroutines, heap, CPU) under /debug/pprof/ on the --metrics address")
 	autoCreate := fs.Bool("auto-create", true, "create topics that clients ask metadata about (Kafka's auto.create.topics.enable)")
 	partitions := fs.Int("partitions", 1, "`N` partitions of auto-created topics")
 	logLevel := fs.String("log-level", "info", "`LEVEL`: debug, info, warn or error")
@@ -57,6 +60,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	requestTimeoutMs := fs.Int64("request-timeout-ms", 30000, "give a request `MS` milliseconds to arrive once begun, and park a fetch at most that long (-1: no bound)")
 	maxProducers := fs.Int("max-producers-per-partition", 100000, "refuse new idempotent producers in a partition holding state for `N` (THROTTLING_QUOTA_EXCEEDED until some expire)")
 	producerExpiryMs := fs.Int64("producer-id-expiration-ms", 86400000, "drop a producer's state after `MS` milliseconds without a write (Kafka's producer.id.expiration.ms)")
+	groupMinSessionMs := fs.Int64("group-min-session-timeout-ms", 6000, "refuse consumer-group session timeouts under `MS` milliseconds (Kafka's group.min.session.timeout.ms)")
+	groupMaxSessionMs := fs.Int64("group-max-session-timeout-ms", 1800000, "refuse consumer-group session timeouts over `MS` milliseconds (Kafka's group.max.session.timeout.ms); a JoinGroup also parks at most this long for a rebalance")
 	showUsage := func(w io.Writer) {
 		fmt.Fprint(w, serveSynopsis, serveAbout, "\nFlags:\n")
 		printFlags(w, fs)
@@ -82,11 +87,17 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	// Checked here, before anything is opened: a mistake is a usage error
 	// and leaves no data dir behind.
+	if err == nil && *pprofOn && *metricsAddr == "" {
+		err = errors.New("--pprof needs --metrics: the profiles are served on its address")
+	}
 	if err == nil && *partitions < 1 {
 		err = fmt.Errorf("--partitions %d: want at least 1", *partitions)
 	}
 	if err == nil {
 		err = checkServeLimits(*maxConns, *maxConnsPerIP, *idleMs, *requestMaxBytes, *requestTimeoutMs, *maxProducers, *producerExpiryMs)
+	}
+	if err == nil {
+		err = checkGroupTimeouts(*groupMinSessionMs, *groupMaxSessionMs)
 	}
 	if err == nil && *advertise != "" {
 		if _, port, perr := net.SplitHostPort(*advertise); perr != nil {
@@ -118,10 +129,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		stop()
 	}()
 	if err := serve(ctx, serveConfig{listen: *listen, dir: *dir, sync: sync, advertise: *advertise,
-		metrics: *metricsAddr, autoCreate: *autoCreate, partitions: *partitions,
+		metrics: *metricsAddr, pprof: *pprofOn, autoCreate: *autoCreate, partitions: *partitions,
 		maxConns: *maxConns, maxConnsPerIP: *maxConnsPerIP, idle: msDuration(*idleMs),
 		requestMaxBytes: *requestMaxBytes, requestTimeout: msDuration(*requestTimeoutMs),
-		maxProducers: *maxProducers, producerExpiry: msDuration(*producerExpiryMs)}, stdout, log); err != nil {
+		maxProducers: *maxProducers, producerExpiry: msDuration(*producerExpiryMs),
+		groupMinSession: msDuration(*groupMinSessionMs), groupMaxSession: msDuration(*groupMaxSessionMs)}, stdout, log); err != nil {
 		log.Error("serve failed", "err", err)
 		return exitFail
 	}
@@ -132,10 +144,29 @@ type serveConfig struct {
 	listen, dir, advertise, metrics string
 	sync                            partition.SyncPolicy
 	autoCreate                      bool
-	partitions                      int
+	// pprof serves net/http/pprof beside /metrics: where a stuck server's
+	// goroutines park, read from outside without stopping it.
+	pprof      bool
+	partitions int
 	// Limits; zero values take the kafka and engine defaults.
 	maxConns, maxConnsPerIP, requestMaxBytes, maxProducers int
 	idle, requestTimeout, producerExpiry                   time.Duration
+	// groupMinSession and groupMaxSession bound consumer-group session
+	// timeouts; the max also caps rebalance timeouts, so that a JoinGroup
+	// parks (holding its connection) at most that long.
+	groupMinSession, groupMaxSession time.Duration
+}
+
+// checkGroupTimeouts checks the group timeout flags before anything is
+// opened.
+func checkGroupTimeouts(minMs, maxMs int64) error {
+	switch {
+	case minMs < 1:
+		return fmt.Errorf("--group-min-session-timeout-ms %d: want at least 1", minMs)
+	case maxMs < minMs:
+		return fmt.Errorf("--group-max-session-timeout-ms %d: want at least --group-min-session-timeout-ms (%d)", maxMs, minMs)
+	}
+	return nil
 }
 
 // checkServeLimits checks the limit flags before anything is opened.
@@ -209,7 +240,9 @@ func serve(ctx context.Context, c serveConfig, stdout io.Writer, log *slog.Logge
 	srv, err := kafka.New(e, kafka.Options{Advertise: c.advertise, AutoCreateTopics: c.autoCreate,
 		DefaultPartitions: c.partitions, Logger: log, Registerer: reg,
 		MaxConnections: c.maxConns, MaxConnectionsPerIP: c.maxConnsPerIP, IdleTimeout: c.idle,
-		MaxFrameSize: c.requestMaxBytes, RequestTimeout: c.requestTimeout})
+		MaxFrameSize: c.requestMaxBytes, RequestTimeout: c.requestTimeout,
+		Group: group.Options{MinSessionTimeout: c.groupMinSession, MaxSessionTimeout: c.groupMaxSession,
+			MaxRebalanceTimeout: c.groupMaxSession}})
 	if err != nil {
 		closeListeners()
 		e.Close()
@@ -223,6 +256,13 @@ func serve(ctx context.Context, c serveConfig, stdout io.Writer, log *slog.Logge
 	if mln != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		if c.pprof {
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
 		hs = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go hs.Serve(mln)
 		log.Info("serving metrics", "addr", mln.Addr().String())

@@ -34,6 +34,7 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"serve", "--dir", "x", "--fsync", "sometimes"}, "cannot parse"},
 		{[]string{"serve", "--dir", "x", "--log-level", "loud"}, "level"},
 		{[]string{"serve", "--dir", "x", "extra"}, "unexpected argument"},
+		{[]string{"serve", "--dir", "x", "--pprof"}, "--pprof needs --metrics"},
 	} {
 		var out, errb strings.Builder
 		if code := run(c.args, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), c.want) {
@@ -116,6 +117,8 @@ func TestServeLimitFlagsChecked(t *testing.T) {
 		{"--request-timeout-ms", "0"},
 		{"--max-producers-per-partition", "0"},
 		{"--producer-id-expiration-ms", "0"},
+		{"--group-min-session-timeout-ms", "0"},
+		{"--group-max-session-timeout-ms", "5000"}, // under the min, 6000
 	} {
 		dir := filepath.Join(t.TempDir(), "data")
 		var out, errb strings.Builder
@@ -200,6 +203,61 @@ func TestServeLimitsApplied(t *testing.T) {
 	}
 }
 
+// --group-max-session-timeout-ms reaches the group coordinator: a
+// JoinGroup asking for a longer session is refused with
+// INVALID_SESSION_TIMEOUT, one within it passes that check (and is asked
+// for its member id, KIP-394: the client sends the newest version).
+func TestServeGroupSessionBound(t *testing.T) {
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, serveConfig{listen: "127.0.0.1:0", dir: t.TempDir(), partitions: 1,
+			groupMinSession: time.Second, groupMaxSession: 10 * time.Second}, pw, slog.New(slog.DiscardHandler))
+		pw.Close()
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	sc := bufio.NewScanner(pr)
+	var addr string
+	for addr == "" && sc.Scan() {
+		addr, _ = strings.CutPrefix(sc.Text(), "listening on ")
+	}
+	go io.Copy(io.Discard, pr)
+	if addr == "" {
+		t.Fatal("no address printed")
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	rctx, rcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer rcancel()
+	for _, c := range []struct {
+		sessionMs int32
+		want      int16
+	}{{20000, kerr.InvalidSessionTimeout.Code}, {500, kerr.InvalidSessionTimeout.Code}, {5000, kerr.MemberIDRequired.Code}} {
+		req := kmsg.NewPtrJoinGroupRequest()
+		req.Version, req.Group, req.ProtocolType = 3, "g", "consumer"
+		req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = c.sessionMs, c.sessionMs
+		p := kmsg.NewJoinGroupRequestProtocol()
+		p.Name, p.Metadata = "range", []byte{0, 1}
+		req.Protocols = append(req.Protocols, p)
+		resp, err := req.RequestWith(rctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode != c.want {
+			t.Errorf("JoinGroup with a %d ms session under --group-min/max-session-timeout-ms 1000/10000: code %d, want %d", c.sessionMs, resp.ErrorCode, c.want)
+		}
+	}
+}
+
 func isTimeoutErr(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
@@ -214,6 +272,48 @@ func busyListenAddr(t *testing.T) string {
 	}
 	t.Cleanup(func() { ln.Close() })
 	return ln.Addr().String()
+}
+
+// TestServePprof: --pprof serves the runtime's goroutine profile beside
+// /metrics; without it the profiles are not exposed.
+func TestServePprof(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		dir := t.TempDir()
+		pr, pw := io.Pipe()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- serve(ctx, serveConfig{listen: "127.0.0.1:0", dir: dir, metrics: "127.0.0.1:0", pprof: on, partitions: 1},
+				pw, slog.New(slog.DiscardHandler))
+			pw.Close()
+		}()
+		sc := bufio.NewScanner(pr)
+		var metrics string
+		for metrics == "" && sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "metrics on "); ok {
+				metrics = a
+			}
+		}
+		go io.Copy(io.Discard, pr)
+		if metrics == "" {
+			cancel()
+			t.Fatalf("no metrics address printed; serve: %v", <-done)
+		}
+		resp, err := http.Get("http://" + metrics + "/debug/pprof/goroutine?debug=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		served := resp.StatusCode == http.StatusOK && strings.Contains(string(body), "goroutine profile:")
+		if served != on {
+			t.Errorf("pprof %v: status %d, goroutine profile served: %v", on, resp.StatusCode, served)
+		}
+	}
 }
 
 // TestBadAdvertiseIsUsageError: a malformed --advertise is a
@@ -439,8 +539,8 @@ func TestSigtermDuringProduceKeepsAcked(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	t.Logf("acked %d, max offset %d, hw %d", acked, maxOff, p.Log().HighWatermark())
-	if hw := p.Log().HighWatermark(); hw <= maxOff || hw < acked {
+	t.Logf("acked %d, max offset %d, hw %d", acked, maxOff, p.HighWatermark())
+	if hw := p.HighWatermark(); hw <= maxOff || hw < acked {
 		t.Errorf("after SIGTERM: high watermark %d, but offset %d (%d records) acknowledged", hw, maxOff, acked)
 	}
 }

@@ -28,12 +28,20 @@ and within int32 of the segment's base. The .index, .timeindex and
 .txnindex beside a segment, if any, are checked against its batches. Across
 a partition's segments, each must start at or above the offset where the
 one before ended: gaps, as Kafka's compaction leaves them, are counted;
-overlaps are errors. In an idemlog partition (its checkpoints in the
-partition directory) a gap is an error too, as idemlog never compacts; so
-are a missing .txnindex (every segment has one once the partition's
-checkpoints carry a checksum), a damaged checkpoint, a recovery point past
-the log end (records that were durable are gone) and, in a log closed
-cleanly, a log start past the log end.
+overlaps are errors. Batches without records (headers compaction kept for
+a producer's state) are valid. In an idemlog partition (its checkpoints in
+the partition directory) a gap is an error too, unless its topic.config's
+cleanup.policy lists compact; so are a missing .txnindex (every segment
+has one once the partition's checkpoints carry a checksum), a damaged
+checkpoint or topic.config, a recovery point past the log end (records
+that were durable are gone) and, in a log closed cleanly, a log start past
+the log end.
+The files of a log cleaning that a crash interrupted (Kafka's swap:
+<base>.log.cleaned, <base>.log.swap and their indexes') are what the next
+open repairs: it deletes .cleaned files and any .swap at or above one, and
+puts the other .swap segments in place of the segments whose offsets they
+cover, which is the log checked here; .deleted files, waiting out
+file.delete.delay.ms, are noted.
 In an idemlog partition not closed cleanly (its recovery-point checkpoint in
 the partition directory, no .kafka_cleanshutdown there or in the data
 directory above) a gap in a segment the next open recovers is an error:
@@ -43,7 +51,11 @@ closed cleanly: on its last segment, the unfinished active one, or on the
 segment rolled just before it whose batches reach the next segment's base
 exactly; opening the partition recovers both. A torn batch at the end of
 that last segment, and .txnindex entries whose abort markers it took, are
-what a crash leaves too: reported as repairable, not as corruption.
+what a crash leaves too: reported as repairable, not as corruption. So is a
+rolled segment above the recovery point whose batches stop short of the
+next segment's base (a power cut took its unsynced tail under a sync policy
+other than always): the next open cuts the log there and deletes the later
+segments, and the report says how many.
 Flags may come before or after the paths.
 `
 
@@ -66,7 +78,8 @@ Exit status:
      lost or at risk (whatever else was found)
   2  the command line is wrong
   3  nothing but crash images that the next open repairs without losing
-     anything that was synced (unclean tails, .txnindex entries past them)
+     anything that was synced (unclean tails, .txnindex entries past them,
+     an interrupted cleaning's .cleaned and .swap files)
 `
 
 func runVerify(args []string, stdout, stderr io.Writer) int {

@@ -761,3 +761,153 @@ func TestVerifyIndexOfUncleanTailRepairable(t *testing.T) {
 		t.Errorf("not closed cleanly: stdout:\n%s", out)
 	}
 }
+
+// TestVerifyGapCompactedTopic: the gap TestVerifyGap makes is lost data
+// in a topic that is not compacted and what the cleaner leaves in one
+// whose topic.config's cleanup.policy lists compact.
+func TestVerifyGapCompactedTopic(t *testing.T) {
+	p := buildPartition(t)
+	for _, suffix := range []string{".log", ".index", ".timeindex", ".txnindex"} {
+		if err := os.Remove(p.file(1, suffix)); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	topicConfig := func(lines string) {
+		sum := crc32.Checksum([]byte(lines), crc32.MakeTable(crc32.Castagnoli))
+		data := fmt.Appendf(nil, "# idemlog topic.config version 1 crc32c=%08x\n%s", sum, lines)
+		if err := os.WriteFile(filepath.Join(p.dir, "topic.config"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	topicConfig("cleanup.policy=delete\n")
+	wantExit(t, 1, "verify", p.dir)
+	topicConfig("cleanup.policy=compact\nretention.ms=-1\n")
+	stdout, _ := wantExit(t, 0, "verify", p.dir)
+	if want := fmt.Sprintf(", %d offsets skipped, closed cleanly, compacted topic", p.bases[2]-p.bases[1]); !strings.Contains(stdout, want) {
+		t.Errorf("no %q in:\n%s", want, stdout)
+	}
+}
+
+// TestVerifyCleaningLeftoversRepairable: a cleaning's .cleaned file (a
+// crash before its swap began) is a crash image the next open repairs:
+// exit status 3, not corruption.
+func TestVerifyCleaningLeftoversRepairable(t *testing.T) {
+	p := buildPartition(t)
+	copyFile(t, p.file(0, ".log"), p.file(0, ".log")+".cleaned")
+	if out, _ := wantExit(t, 3, "verify", p.dir); !strings.Contains(out, "did not finish") {
+		t.Errorf("stdout %q", out)
+	}
+}
+
+// A power cut under a sync policy other than always can keep a rolled
+// segment's directory entry and its successor's while the rolled segment's
+// unsynced batches are lost (emptied, or a zero tail). Above the recovery
+// point that is a crash image: the next open cuts the log where the
+// batches stop and deletes the later segments, and verify says so (exit 3)
+// instead of calling the offsets lost (the power-cut harness met both forms
+// under never and interval). Below the recovery point, or in a log closed
+// cleanly, the same files lost durable data: exit 1.
+func TestVerifyRolledSegmentTornAboveRecoveryPoint(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(p testPartition, k int) (end int64)
+	}{
+		{"emptied", func(p testPartition, k int) int64 {
+			modify(t, p.file(k, ".log"), func([]byte) []byte { return nil })
+			return p.bases[k]
+		}},
+		{"zero tail", func(p testPartition, k int) int64 {
+			starts := batchStarts(t, p.file(k, ".log"))
+			modify(t, p.file(k, ".log"), func(b []byte) []byte {
+				clear(b[starts[1]:])
+				return b
+			})
+			return p.bases[k] + testRecords
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := buildPartition(t)
+			k := len(p.bases) - 2
+			end := tc.damage(p, k)
+			wantExit(t, 1, "verify", p.dir)
+
+			if err := os.Remove(filepath.Join(p.dir, ".kafka_cleanshutdown")); err != nil {
+				t.Fatal(err)
+			}
+			rpFile := filepath.Join(p.dir, "recovery-point-offset-checkpoint")
+			// The recovery point at the damaged segment's successor: its
+			// batches were durable, and their loss is corruption.
+			if err := os.WriteFile(rpFile, checkpointV1(p.bases[k+1]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			wantExit(t, 1, "verify", p.dir)
+
+			if err := os.WriteFile(rpFile, checkpointV1(p.bases[k]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, _ := wantExit(t, 3, "verify", p.dir)
+			want := fmt.Sprintf("repairable: %s: its batches end at offset %d, below the next segment's base %d", p.file(k, ".log"), end, p.bases[k+1])
+			if !strings.Contains(out, want) || !strings.Contains(out, "the next open deletes the 1 segment after it") {
+				t.Fatalf("no %q in:\n%s", want, out)
+			}
+			// What verify announced is what the open does.
+			l, err := partition.Open(p.dir, partition.Options{Segment: segment.Options{MaxBytes: 4096, IndexIntervalBytes: 256, IndexMaxBytes: 4096}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := l.LogEndOffset(); got != end {
+				t.Errorf("log end after open %d, verify announced %d", got, end)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			wantExit(t, 0, "verify", p.dir)
+		})
+	}
+}
+
+// A power cut under a sync policy other than always can lose a segment's
+// .txnindex (created at the roll, not yet synced) or leave a torn entry at
+// its end. In a segment the next open scans, the scan rebuilds the index
+// from the markers: exit 3. In a log closed cleanly the same files would
+// show aborted records to read_committed readers: exit 1.
+func TestVerifyTxnIndexOfRecoveredSegmentRepairable(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(path string)
+		want   string
+	}{
+		{"missing", func(path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		}, "txnindex: missing in a segment the next open scans"},
+		{"torn entry", func(path string) {
+			// An entry whose last offset is below its first: zeros where
+			// the end of a write did not reach the disk.
+			entry := make([]byte, 34)
+			binary.BigEndian.PutUint64(entry[2:], 7)
+			binary.BigEndian.PutUint64(entry[10:], 3)
+			if err := os.WriteFile(path, entry, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, "index that recovery rebuilds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := buildPartition(t)
+			last := len(p.bases) - 1
+			tc.damage(p.file(last, ".txnindex"))
+			wantExit(t, 1, "verify", p.dir)
+			if err := os.Remove(filepath.Join(p.dir, ".kafka_cleanshutdown")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(p.dir, "recovery-point-offset-checkpoint"), checkpointV1(p.bases[last]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, _ := wantExit(t, 3, "verify", p.dir)
+			if !strings.Contains(out, tc.want) {
+				t.Fatalf("no %q in:\n%s", tc.want, out)
+			}
+		})
+	}
+}

@@ -131,10 +131,10 @@ func logTransfers(t *testing.T, dir string) (map[int64]transfer, int) {
 			if err := c.Assign(p); err != nil {
 				t.Fatal(err)
 			}
-			if iso == engine.ReadCommitted && p.LastStableOffset() != p.Log().HighWatermark() {
+			if iso == engine.ReadCommitted && p.LastStableOffset() != p.HighWatermark() {
 				t.Fatalf("%s-%d: a transaction is still open after the last run", topic, i)
 			}
-			for c.Position(p) < p.Log().HighWatermark() {
+			for c.Position(p) < p.HighWatermark() {
 				_, err := c.Poll(p, 1<<20, func(r *batch.Record) error {
 					tr, err := decodeTransfer(r.Value)
 					if err != nil {

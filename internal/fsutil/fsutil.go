@@ -6,11 +6,12 @@ package fsutil
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 // WriteFileAtomic replaces path with data: it writes a temporary file
@@ -106,29 +107,42 @@ var ErrFileTooLarge = errors.New("file larger than its format allows")
 // ReadFileMax reads a small metadata file whole, refusing (ErrFileTooLarge)
 // one longer than max before reading it: such a file cannot be what was
 // written, and reading it whole could cost any amount of memory.
+//
+// It reads with plain system calls (open, read to the end, close), not
+// an os.File, whose open also registers the descriptor with the poller
+// and stats it: an Open of thousands of partitions reads several such
+// files for each.
 func ReadFileMax(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	for err == unix.EINTR {
+		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	}
 	if err != nil {
-		return nil, err
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
+	defer unix.Close(fd)
+	// One byte more than max tells a file that is too long.
+	buf := make([]byte, min(max+1, 512))
+	n := 0
+	for {
+		if n == len(buf) {
+			if int64(n) > max {
+				return nil, fmt.Errorf("cannot read %s: more than %d bytes: %w", path, max, ErrFileTooLarge)
+			}
+			buf = append(buf, make([]byte, min(int64(len(buf)), max+1-int64(len(buf))))...)
+		}
+		m, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if m == 0 {
+			return buf[:n], nil
+		}
+		n += m
 	}
-	if st.Size() > max {
-		return nil, fmt.Errorf("cannot read %s: %d bytes, at most %d expected: %w", path, st.Size(), max, ErrFileTooLarge)
-	}
-	// One byte more than expected tells a file that grew since the Stat.
-	buf := make([]byte, st.Size()+1)
-	n, err := io.ReadFull(f, buf)
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	if int64(n) > max {
-		return nil, fmt.Errorf("cannot read %s: more than %d bytes: %w", path, max, ErrFileTooLarge)
-	}
-	return buf[:n], nil
 }
 
 // MkdirAllDurable is os.MkdirAll whose result survives a machine crash:

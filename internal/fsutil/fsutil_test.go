@@ -1,6 +1,7 @@
 package fsutil
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"os"
@@ -50,7 +51,18 @@ func TestReadFileMax(t *testing.T) {
 	if _, err := ReadFileMax(filepath.Join(dir, "none"), 5); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("missing file: %v, want fs.ErrNotExist", err)
 	}
-	// A sparse file is refused by its size, not read.
+	// A file longer than the first read's buffer is read whole.
+	long := bytes.Repeat([]byte("0123456789"), 300)
+	if err := os.WriteFile(path, long, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadFileMax(path, 3000); err != nil || !bytes.Equal(got, long) {
+		t.Fatalf("ReadFileMax(3000) of 3000 bytes: %d bytes, %v", len(got), err)
+	}
+	if _, err := ReadFileMax(path, 2999); !errors.Is(err, ErrFileTooLarge) {
+		t.Fatalf("ReadFileMax(2999) of 3000 bytes: %v, want ErrFileTooLarge", err)
+	}
+	// A sparse file is refused after max+1 bytes, not read whole.
 	big := filepath.Join(dir, "big")
 	f, err := os.Create(big)
 	if err != nil {

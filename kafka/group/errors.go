@@ -1,34 +1,31 @@
 package group
 
-import (
-	"github.com/idemlog/idemlog/engine"
-	"github.com/idemlog/idemlog/errcode"
-)
+import "github.com/idemlog/idemlog/errcode"
 
-// Kafka codes of the group protocol that errcode does not name.
+// Kafka codes of the group protocol, from errcode's table.
 const (
-	codeCoordinatorNotAvailable   int16 = 15
-	codeInconsistentGroupProtocol int16 = 23
-	codeInvalidSessionTimeout     int16 = 26
-	codeRebalanceInProgress       int16 = 27
-	codeNonEmptyGroup             int16 = 68
-	codeGroupIDNotFound           int16 = 69
-	codeMemberIDRequired          int16 = 79
-	codeFencedInstanceID          int16 = 82
+	codeCoordinatorNotAvailable   = errcode.CoordinatorNotAvailable
+	codeInconsistentGroupProtocol = errcode.InconsistentGroupProtocol
+	codeInvalidSessionTimeout     = errcode.InvalidSessionTimeout
+	codeRebalanceInProgress       = errcode.RebalanceInProgress
+	codeNonEmptyGroup             = errcode.NonEmptyGroup
+	codeGroupIDNotFound           = errcode.GroupIDNotFound
+	codeMemberIDRequired          = errcode.MemberIDRequired
+	codeFencedInstanceID          = errcode.FencedInstanceID
 )
 
-// Sentinel errors of the group coordinator, with Kafka's codes. The three
-// the engine already declares for (Txn)OffsetCommit are the engine's own
-// values, so errors.Is matches whichever package produced the error.
+// Sentinel errors of the group coordinator, with Kafka's codes. The four
+// the engine's offsets store answers too are errcode's shared values, so
+// errors.Is matches whichever package produced the error.
 var (
 	// ErrIllegalGeneration (22): the generation is not the group's.
-	ErrIllegalGeneration = engine.ErrIllegalGeneration
+	ErrIllegalGeneration = errcode.ErrIllegalGeneration
 	// ErrUnknownMemberID (25): the member id is not in the group.
-	ErrUnknownMemberID = engine.ErrUnknownMemberID
+	ErrUnknownMemberID = errcode.ErrUnknownMemberID
 	// ErrInvalidGroupID (24): an empty group id.
-	ErrInvalidGroupID = engine.ErrInvalidGroupID
+	ErrInvalidGroupID = errcode.ErrInvalidGroupID
 	// ErrInvalidRequest (42): a request no conforming client sends.
-	ErrInvalidRequest = engine.ErrInvalidRequest
+	ErrInvalidRequest = errcode.ErrInvalidRequest
 
 	// ErrCoordinatorNotAvailable (15): the coordinator is closed, or the
 	// call was abandoned (context done) before it completed.

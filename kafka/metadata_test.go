@@ -6,6 +6,30 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// Connections that come and go (with pipelined requests unanswered) leave
+// no goroutines behind.
+// Kafka answers one entry per distinct topic in Metadata (the request's
+// topics are a set); here a repeated name is answered twice.
+func TestMetadataDuplicateTopics(t *testing.T) {
+	ts := quietServer(t, Options{})
+	if err := ts.eng.CreateTopic("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	rc := dial(t, ts.addr)
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 9
+	for range 2 {
+		rt := kmsg.NewMetadataRequestTopic()
+		name := "t"
+		rt.Topic = &name
+		req.Topics = append(req.Topics, rt)
+	}
+	resp := rc.roundTrip(req).(*kmsg.MetadataResponse)
+	if len(resp.Topics) != 1 {
+		t.Errorf("%d topic entries for one distinct topic, want 1", len(resp.Topics))
+	}
+}
+
 // Metadata's auto-creation follows CreateTopics' rule: "a.b" collides with
 // an existing "a_b" and is refused (INVALID_TOPIC_EXCEPTION), not created
 // beside it; an existing topic is answered as it is.

@@ -1,5 +1,9 @@
 package kafka
 
+// DescribeConfigs (key 32), versions 0-4: a topic's configs (its overrides
+// and the engine's values for the rest) and this broker's (read-only startup
+// options), synonyms from v1, no documentation strings.
+
 import (
 	"cmp"
 	"slices"
@@ -81,11 +85,11 @@ func (s *Server) topicConfigs(r *kmsg.DescribeConfigsRequest, topic string) ([]k
 	if err := engine.ValidateTopic(topic); err != nil {
 		return nil, err
 	}
-	cfg, err := s.eng.TopicConfig(topic)
+	cfg, err := s.eng.Frontend().TopicConfig(topic)
 	if err != nil {
 		return nil, err
 	}
-	defaults := s.eng.DefaultTopicConfig()
+	defaults := s.eng.Frontend().DefaultTopicConfig()
 	out := make([]kmsg.DescribeConfigsResponseResourceConfig, 0, len(cfg))
 	for i, c := range cfg {
 		// The source is the first of the topic's override, the engine's
@@ -113,7 +117,7 @@ func (s *Server) topicConfigs(r *kmsg.DescribeConfigsRequest, topic string) ([]k
 // brokerConfigs is the broker's entries, sorted by name.
 func (s *Server) brokerConfigs(r *kmsg.DescribeConfigsRequest) []kmsg.DescribeConfigsResponseResourceConfig {
 	var out []kmsg.DescribeConfigsResponseResourceConfig
-	for _, c := range s.eng.DefaultTopicConfig() {
+	for _, c := range s.eng.Frontend().DefaultTopicConfig() {
 		if c.Broker == "" {
 			continue // a topic-only config (throttles, tiered storage switches)
 		}

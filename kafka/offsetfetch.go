@@ -1,55 +1,15 @@
 package kafka
 
+// OffsetFetch (key 9), versions 1-9: a group's committed offsets, one group
+// (v0-7) or many (v8+), with require_stable (v7+) answering
+// UNSTABLE_OFFSET_COMMIT while a transaction's offsets are pending.
+
 import (
 	"errors"
-	"fmt"
 
 	"github.com/idemlog/idemlog/engine"
-	"github.com/idemlog/idemlog/kafka/group"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-// offsetCommit stores a group's offsets at once (no transaction). A member
-// must be current (generation and member id, KIP-345's instance id); a
-// commit with generation -1 and no member id is a standalone consumer's,
-// accepted only while the group has no members.
-func (s *Server) offsetCommit(r *kmsg.OffsetCommitRequest) kmsg.Response {
-	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
-	offsets := map[engine.TopicPartition]engine.OffsetAndMetadata{}
-	unknown := map[engine.TopicPartition]error{}
-	for _, rt := range r.Topics {
-		for _, p := range rt.Partitions {
-			s.admitOffset(offsets, unknown, rt.Topic, p.Partition, p.Offset, p.Metadata)
-		}
-	}
-	// The write runs under the group's lock, after its check (Commit).
-	err := s.groups.Commit(r.Group, r.Generation, r.MemberID, r.InstanceID, false, func() error {
-		if len(offsets) == 0 {
-			return nil
-		}
-		return s.eng.CommitOffsets(r.Group, offsets)
-	})
-	if r.Version >= 9 && errors.Is(err, group.ErrGroupIDNotFound) {
-		// Kafka 3.x+ answers a member commit to a group it does not know
-		// with GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before.
-		err = group.ErrGroupIDNotFound
-	}
-	code := s.code(kmsg.OffsetCommit, err)
-	for _, rt := range r.Topics {
-		t := kmsg.NewOffsetCommitResponseTopic()
-		t.Topic = rt.Topic
-		for _, p := range rt.Partitions {
-			rp := kmsg.NewOffsetCommitResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, code
-			if uerr := unknown[engine.TopicPartition{Topic: rt.Topic, Partition: p.Partition}]; uerr != nil && (err == nil || errors.Is(uerr, engine.ErrUnknownTopicOrPartition)) {
-				rp.ErrorCode = s.code(kmsg.OffsetCommit, uerr)
-			}
-			t.Partitions = append(t.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, t)
-	}
-	return resp
-}
 
 // fetchedOffset is one partition's answer to OffsetFetch.
 type fetchedOffset struct {
@@ -74,7 +34,7 @@ func (s *Server) groupOffsets(group string, topics map[string][]int32, all, requ
 			return nil, 0
 		}
 	}
-	got, err := s.eng.FetchOffsets(group, tps, false)
+	got, err := s.eng.Frontend().FetchOffsets(group, tps, false)
 	if err != nil {
 		return nil, s.code(kmsg.OffsetFetch, err)
 	}
@@ -86,7 +46,7 @@ func (s *Server) groupOffsets(group string, topics map[string][]int32, all, requ
 	for tp, om := range got {
 		f := fetchedOffset{tp: tp, om: om}
 		if requireStable {
-			if _, err := s.eng.FetchOffsets(group, []engine.TopicPartition{tp}, true); errors.Is(err, engine.ErrUnstableOffsetCommit) {
+			if _, err := s.eng.Frontend().FetchOffsets(group, []engine.TopicPartition{tp}, true); errors.Is(err, engine.ErrUnstableOffsetCommit) {
 				f.code = s.code(kmsg.OffsetFetch, err)
 				f.om.Offset = -1
 			}
@@ -173,26 +133,4 @@ func (s *Server) offsetFetch(r *kmsg.OffsetFetchRequest) kmsg.Response {
 		resp.Groups = append(resp.Groups, g)
 	}
 	return resp
-}
-
-// admitOffset sorts one partition of an offset commit: into unknown with
-// its error if the engine does not have the partition (as Kafka answers
-// UNKNOWN_TOPIC_OR_PARTITION there, whatever the group's answer: its API
-// layer filters those before the group coordinator sees the request) or
-// its metadata is over MaxOffsetMetadata (OFFSET_METADATA_TOO_LARGE, that
-// partition only, as Kafka's offset.metadata.max.bytes, once the group's
-// check passed), else into offsets.
-func (s *Server) admitOffset(offsets map[engine.TopicPartition]engine.OffsetAndMetadata, unknown map[engine.TopicPartition]error,
-	topic string, partition int32, offset int64, metadata *string) {
-	tp := engine.TopicPartition{Topic: topic, Partition: partition}
-	if _, err := s.eng.Partition(topic, int(partition)); err != nil {
-		unknown[tp] = err
-		return
-	}
-	md := deref(metadata)
-	if len(md) > s.opts.MaxOffsetMetadata {
-		unknown[tp] = fmt.Errorf("cannot commit %s-%d: metadata of %d bytes (max %d): %w", topic, partition, len(md), s.opts.MaxOffsetMetadata, ErrOffsetMetadataTooLarge)
-		return
-	}
-	offsets[tp] = engine.OffsetAndMetadata{Offset: offset, Metadata: md}
 }

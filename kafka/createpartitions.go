@@ -1,6 +1,11 @@
 package kafka
 
+// CreatePartitions (key 37), versions 0-3: a topic's partition count
+// raised, the new partitions taking the topic's configs (kafka-topics
+// --alter --partitions).
+
 import (
+	"context"
 	"fmt"
 
 	"github.com/idemlog/idemlog/engine"
@@ -9,42 +14,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// deleteRecords answers DeleteRecords v0-2 (kafka-delete-records, kadm):
-// each partition's log start moves up to the offset asked (-1: the high
-// watermark), and the answer is the log start after it, the low
-// watermark; -1 with an error (an offset above the high watermark is
-// OFFSET_OUT_OF_RANGE, an internal topic INVALID_TOPIC_EXCEPTION).
-func (s *Server) deleteRecords(r *kmsg.DeleteRecordsRequest) kmsg.Response {
-	resp := r.ResponseKind().(*kmsg.DeleteRecordsResponse)
-	for _, rt := range r.Topics {
-		t := kmsg.NewDeleteRecordsResponseTopic()
-		t.Topic = rt.Topic
-		for _, rp := range rt.Partitions {
-			out := kmsg.NewDeleteRecordsResponseTopicPartition()
-			out.Partition, out.LowWatermark = rp.Partition, -1
-			p, err := s.eng.Partition(rt.Topic, int(rp.Partition))
-			if err == nil {
-				var low int64
-				if low, err = p.DeleteRecordsBefore(rp.Offset); err == nil {
-					out.LowWatermark = low
-					s.log.Info("deleted records", "topic", rt.Topic, "partition", rp.Partition, "log_start", low)
-				}
-			}
-			out.ErrorCode = s.code(kmsg.DeleteRecords, err)
-			t.Partitions = append(t.Partitions, out)
-		}
-		resp.Topics = append(resp.Topics, t)
-	}
-	return resp
-}
-
 // createPartitions answers CreatePartitions v0-3 (kafka-topics --alter
 // --partitions): a topic's partition count rises to Count, the new
 // partitions taking the topic's configs. An assignment, if given, must
 // place each new partition on this node alone. A topic named twice is
 // refused for every entry (INVALID_REQUEST), as Kafka does.
-func (s *Server) createPartitions(r *kmsg.CreatePartitionsRequest) kmsg.Response {
+func (s *Server) createPartitions(ctx context.Context, r *kmsg.CreatePartitionsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	deadline := s.mutationDeadline()
 	seen := map[string]int{}
 	for _, rt := range r.Topics {
 		seen[rt.Topic]++
@@ -70,7 +47,7 @@ func (s *Server) createPartitions(r *kmsg.CreatePartitionsRequest) kmsg.Response
 				err = engine.ErrInvalidTopic
 			}
 		default:
-			if err = s.eng.AddPartitions(rt.Topic, int(rt.Count)); err == nil {
+			if err = s.mutate(ctx, deadline, func() error { return s.eng.Frontend().AddPartitions(rt.Topic, int(rt.Count)) }); err == nil {
 				s.log.Info("added partitions", "topic", rt.Topic, "from", cur, "to", rt.Count)
 			}
 		}

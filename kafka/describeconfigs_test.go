@@ -19,7 +19,7 @@ import (
 // broker shows the engine's defaults under broker names.
 func TestDescribeConfigs(t *testing.T) {
 	ts := startServer(t, Options{})
-	if err := ts.eng.CreateTopicWithConfig("t", 1, map[string]string{"retention.ms": "60000"}); err != nil {
+	if err := ts.eng.CreateTopic("t", 1, map[string]string{"retention.ms": "60000"}); err != nil {
 		t.Fatal(err)
 	}
 	rc := dial(t, ts.addr)
