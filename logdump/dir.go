@@ -68,9 +68,12 @@ func closedCleanly(dir string) bool {
 	return false
 }
 
-// mayEndInZeros reports whether the segment at path may end in zeros: the
-// last segment of its partition (the active one) when the partition was
-// not closed cleanly, whose preallocated space the next open recovers.
+// mayEndInZeros reports whether the segment at path may end in zeros, in
+// a partition not closed cleanly: the last segment (the active one), the
+// one rolled just before it (a crash can come before its seal trims it),
+// and any the next open scans (its successor starts above the recovery
+// point), whose preallocated space that open recovers. Verify accepts the
+// same segments, so that dump shows every partition verify passes.
 func mayEndInZeros(path string) bool {
 	dir := filepath.Dir(path)
 	base, ok := parseBase(filepath.Base(path), ".log")
@@ -78,7 +81,18 @@ func mayEndInZeros(path string) bool {
 		return false
 	}
 	segs, _, err := listLogs(dir)
-	return err == nil && len(segs) > 0 && segs[len(segs)-1].base == base
+	if err != nil {
+		return false
+	}
+	i := slices.IndexFunc(segs, func(s segmentFile) bool { return s.base == base })
+	switch {
+	case i < 0:
+		return false
+	case i >= len(segs)-2:
+		return true
+	}
+	rp, ok := idemlogRecoveryPoint(dir)
+	return ok && segs[i+1].base > rp
 }
 
 // Suffixes of Kafka's log cleaning (LocalLog.replaceSegments): a cleaned

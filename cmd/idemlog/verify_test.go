@@ -850,6 +850,9 @@ func TestVerifyRolledSegmentTornAboveRecoveryPoint(t *testing.T) {
 			if !strings.Contains(out, want) || !strings.Contains(out, "the next open deletes the 1 segment after it") {
 				t.Fatalf("no %q in:\n%s", want, out)
 			}
+			// dump shows what verify passes: the zero tail is the crash's.
+			wantExit(t, 0, "dump", p.file(k, ".log"))
+			wantExit(t, 0, "dump", p.dir)
 			// What verify announced is what the open does.
 			l, err := partition.Open(p.dir, partition.Options{Segment: segment.Options{MaxBytes: 4096, IndexIntervalBytes: 256, IndexMaxBytes: 4096}})
 			if err != nil {
