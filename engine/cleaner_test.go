@@ -26,9 +26,9 @@ func readKeys(t *testing.T, p *Partition) (map[string]string, int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for data := ch.Data; len(data) > 0; {
-			sz, _ := batch.Size(data)
-			it, err := dec.Records(batch.Batch(data[:sz]))
+		bi := batch.NewIter(ch.Data)
+		for bi.Next() {
+			it, err := dec.Records(bi.Batch())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -37,7 +37,9 @@ func readKeys(t *testing.T, p *Partition) (map[string]string, int) {
 				out[string(r.Key)] = string(r.Value)
 				n++
 			}
-			data = data[sz:]
+		}
+		if err := bi.Err(); err != nil {
+			t.Fatal(err)
 		}
 		off = ch.NextOffset
 		ch.Release()

@@ -264,18 +264,20 @@ func (v *verifier) partition(dir string, segs []segmentFile, others []string) er
 		// cleanly, and the next segment starts above the recovery point),
 		// so a torn or zero tail is what it cuts, as in the last segment.
 		recovered := recoverFrom >= 0 && (nextBase < 0 || nextBase > recoverFrom)
-		r, err := v.file(s.path, !clean && (i == len(segs)-1 || recovered && !compacted), nextBase)
+		scanned := !clean && (i == len(segs)-1 || recovered && !compacted)
+		r, err := v.file(s.path, scanned, nextBase)
 		if err != nil {
 			return err
 		}
-		if rp.Version == 1 && !s.swap() && !fsutil.Exists(strings.TrimSuffix(s.path, ".log")+".txnindex") && !clean && (i == len(segs)-1 || recovered && !compacted) {
+		txnMissing := rp.Version == 1 && !s.swap() && !fsutil.Exists(strings.TrimSuffix(s.path, ".log")+".txnindex")
+		if txnMissing && scanned {
 			// A segment the next open scans gets its index rebuilt from
 			// its markers; a power cut can keep a rolled segment's .log
 			// and lose its .txnindex, created beside it but not synced.
 			v.printf("repairable: %s.txnindex: missing in a segment the next open scans, which rebuilds it from the segment's markers\n",
 				strings.TrimSuffix(s.path, ".log"))
 			v.repairable++
-		} else if rp.Version == 1 && !s.swap() && !fsutil.Exists(strings.TrimSuffix(s.path, ".log")+".txnindex") {
+		} else if txnMissing {
 			// Every segment of a log checkpointed in version 1 has one;
 			// without it read_committed readers take aborted records for
 			// committed ones (the next open rebuilds it from the markers).

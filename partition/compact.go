@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -228,15 +227,11 @@ func segMaxTimestamp(dir string, s *segRef) int64 {
 // that carries one (needCompactionNow).
 func firstBatchTimestamp(s *segRef) int64 {
 	data := s.Read(0, s.Published())
-	for len(data) > 0 {
-		n, err := batch.Size(data)
-		if err != nil {
-			return -1
-		}
-		if ts := batch.Batch(data[:n]).MaxTimestamp(); ts > 0 {
+	it := batch.NewIter(data)
+	for it.Next() {
+		if ts := it.Batch().MaxTimestamp(); ts > 0 {
 			return ts
 		}
-		data = data[n:]
 	}
 	return -1
 }
@@ -406,13 +401,9 @@ func producerLasts(segs []*segRef, hw int64) map[int64]producerLast {
 			continue
 		}
 		data := s.Read(0, s.Published())
-		for len(data) > 0 {
-			n, err := batch.Size(data)
-			if err != nil || n < batch.HeaderSize || n > len(data) {
-				break
-			}
-			b := batch.Batch(data[:n])
-			data = data[n:]
+		it := batch.NewIter(data)
+		for it.Next() {
+			b := it.Batch()
 			if b.BaseOffset() >= hw {
 				break
 			}
@@ -470,16 +461,12 @@ func (c *cleaner) buildOffsetMap(segs []*segRef, firstDirty, upper int64) (int64
 		data := s.Read(0, s.Published())
 		c.stats.MapBytes += int64(len(data))
 		c.cfg.Throttle.wait(int64(len(data)))
-		for len(data) > 0 {
+		it := batch.NewIter(data)
+		for it.Next() {
 			if c.stopped() {
 				return 0, fmt.Errorf("cannot clean %s: %w", c.log.dir, ErrCleanAborted)
 			}
-			n, err := batch.Size(data)
-			if err != nil || n > len(data) {
-				return 0, fmt.Errorf("cannot clean segment %d of %s: %w", s.Base(), c.log.dir, errors.Join(batch.ErrTruncated, err))
-			}
-			b := batch.Batch(data[:n])
-			data = data[n:]
+			b := it.Batch()
 			if b.BaseOffset() >= upper {
 				break
 			}
@@ -502,6 +489,9 @@ func (c *cleaner) buildOffsetMap(segs []*segRef, firstDirty, upper int64) (int64
 				}
 			}
 			c.latest = max(c.latest, b.LastOffset())
+		}
+		if err := it.Err(); err != nil {
+			return 0, fmt.Errorf("cannot clean segment %d of %s: %w", s.Base(), c.log.dir, err)
 		}
 		// Offsets a gap skipped (up to the next segment) count as mapped.
 		if i+1 < len(segs) && segs[i+1].Base() <= upper {

@@ -73,14 +73,16 @@ func TestCleanConcurrentAppendsAndReads(t *testing.T) {
 					errs <- err
 					return
 				}
-				for data := ch.Data; len(data) > 0; {
-					sz, _ := batch.Size(data)
-					b := batch.Batch(data[:sz])
+				bi := batch.NewIter(ch.Data)
+				for bi.Next() {
+					b := bi.Batch()
 					if b.BaseOffset() <= prev {
 						errs <- fmt.Errorf("batch at %d after %d", b.BaseOffset(), prev)
 					}
 					prev = b.LastOffset()
-					data = data[sz:]
+				}
+				if err := bi.Err(); err != nil {
+					errs <- err
 				}
 				off = ch.NextOffset
 				ch.Release()
@@ -136,9 +138,9 @@ func TestCleanConcurrentAppendsAndReads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for data := ch.Data; len(data) > 0; {
-			sz, _ := batch.Size(data)
-			it, err := dec.Records(batch.Batch(data[:sz]))
+		bi := batch.NewIter(ch.Data)
+		for bi.Next() {
+			it, err := dec.Records(bi.Batch())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -147,7 +149,9 @@ func TestCleanConcurrentAppendsAndReads(t *testing.T) {
 				seen[string(r.Key)] = r.Offset
 				count++
 			}
-			data = data[sz:]
+		}
+		if err := bi.Err(); err != nil {
+			t.Fatal(err)
 		}
 		off = ch.NextOffset
 		ch.Release()

@@ -88,17 +88,13 @@ func (c *cleaner) cleanGroup(src []*segRef, groupEnd, upper int64) error {
 	for _, s := range src {
 		data := s.Read(0, s.Published())
 		c.stats.BytesRead += int64(len(data))
-		for len(data) > 0 {
+		it := batch.NewIter(data)
+		for it.Next() {
 			if c.stopped() {
 				return fail(fmt.Errorf("cannot clean %s: %w", l.dir, ErrCleanAborted))
 			}
-			n, err := batch.Size(data)
-			if err != nil || n > len(data) {
-				return fail(fmt.Errorf("cannot clean segment %d of %s: %w", s.Base(), l.dir, errors.Join(batch.ErrTruncated, err)))
-			}
-			b := batch.Batch(data[:n])
-			data = data[n:]
-			c.cfg.Throttle.wait(int64(n))
+			b := it.Batch()
+			c.cfg.Throttle.wait(int64(len(b)))
 			out, err := c.filterBatch(b, meta, upper)
 			if err != nil {
 				return fail(fmt.Errorf("cannot clean batch at offset %d of %s: %w", b.BaseOffset(), l.dir, err))
@@ -110,6 +106,9 @@ func (c *cleaner) cleanGroup(src []*segRef, groupEnd, upper int64) error {
 			if err := write(out); err != nil {
 				return fail(fmt.Errorf("cannot write cleaned segment %d of %s: %w", base, l.dir, err))
 			}
+		}
+		if err := it.Err(); err != nil {
+			return fail(fmt.Errorf("cannot clean segment %d of %s: %w", s.Base(), l.dir, err))
 		}
 	}
 	if next < groupEnd {

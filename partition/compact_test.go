@@ -146,10 +146,9 @@ func (c *compactLog) state() (lasts []int64, records []string) {
 		if err != nil {
 			c.t.Fatal(err)
 		}
-		for data := ch.Data; len(data) > 0; {
-			n, _ := batch.Size(data)
-			b := batch.Batch(data[:n])
-			data = data[n:]
+		bi := batch.NewIter(ch.Data)
+		for bi.Next() {
+			b := bi.Batch()
 			if _, err := batch.Validate(b, 0); err != nil {
 				c.t.Fatalf("batch at %d: %v", b.BaseOffset(), err)
 			}
@@ -172,6 +171,9 @@ func (c *compactLog) state() (lasts []int64, records []string) {
 				}
 				records = append(records, s)
 			}
+		}
+		if err := bi.Err(); err != nil {
+			c.t.Fatal(err)
 		}
 		off = ch.NextOffset
 		ch.Release()
@@ -229,8 +231,11 @@ func (c *compactLog) firstBatch() batch.Batch {
 		c.t.Fatal(err)
 	}
 	defer ch.Release()
-	n, _ := batch.Size(ch.Data)
-	return append(batch.Batch(nil), ch.Data[:n]...)
+	b, err := batch.Parse(ch.Data)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return append(batch.Batch(nil), b...)
 }
 
 // Scenario 1 (testLogCleanerStats): dedupe from a mid-log dirty offset.

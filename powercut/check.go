@@ -227,13 +227,9 @@ func dumpKV(p *engine.Partition, r *Reporter) error {
 		if err != nil {
 			return err
 		}
-		for data := c.Data; len(data) > 0; {
-			n, err := batch.Size(data)
-			if err != nil {
-				c.Release()
-				return err
-			}
-			it, err := dec.Records(batch.Batch(data[:n]))
+		bi := batch.NewIter(c.Data)
+		for bi.Next() {
+			it, err := dec.Records(bi.Batch())
 			if err != nil {
 				c.Release()
 				return err
@@ -246,7 +242,10 @@ func dumpKV(p *engine.Partition, r *Reporter) error {
 				prev = rec.Offset
 				newest[string(rec.Key)] = string(rec.Value)
 			}
-			data = data[n:]
+		}
+		if err := bi.Err(); err != nil {
+			c.Release()
+			return err
 		}
 		next := c.NextOffset
 		c.Release()
